@@ -1,0 +1,19 @@
+"""001 — v0.1: History's tables and the delivery-id spool.
+
+Thin revision: the SQL lives in migrations/sql/001/ (see queueguard.steps).
+"""
+
+from queueguard import steps
+
+revision = "001"
+down_revision = None
+branch_labels = None
+depends_on = None
+
+
+def upgrade() -> None:
+    steps.apply(revision)
+
+
+def downgrade() -> None:
+    steps.refuse_downgrade(revision)

@@ -1,0 +1,19 @@
+"""003 — v0.3: queue ownership (task_queues, runtime_protocol, tasks rebuilt).
+
+Thin revision: the SQL lives in migrations/sql/003/ (see queueguard.steps).
+"""
+
+from queueguard import steps
+
+revision = "003"
+down_revision = "002"
+branch_labels = None
+depends_on = None
+
+
+def upgrade() -> None:
+    steps.apply(revision)
+
+
+def downgrade() -> None:
+    steps.refuse_downgrade(revision)

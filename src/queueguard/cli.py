@@ -1,0 +1,219 @@
+"""The `queueguard` command line: thin wrappers that parse, call a function, and render.
+
+Data goes to stdout, logs and progress to stderr. Exit codes: 0 ok, 1 findings/refusal/bad
+input file, 2 usage error or unreachable server.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from queueguard import PROTOCOL, __version__
+from queueguard.dsn import redact
+from queueguard.errors import QueueguardError
+
+Handler = Callable[[argparse.Namespace], int]
+
+
+def _emit_json(doc: dict[str, Any]) -> None:
+    doc = {"schemaVersion": 1, **doc}
+    print(json.dumps(doc, indent=2, default=str, ensure_ascii=False))
+
+
+def _target(args: argparse.Namespace, *, fallback: bool) -> str:
+    from queueguard import targets
+
+    dsn = targets.resolve(
+        getattr(args, "dsn", None), embedded=getattr(args, "embedded", False), fallback=fallback
+    )
+    if not fallback:
+        print(f"target: {redact(dsn)}", file=sys.stderr)
+    return dsn
+
+
+# demo --------------------------------------------------------------------------------
+def cmd_demo(args: argparse.Namespace) -> int:
+    import uuid
+
+    from queueguard import demo, pgsource
+    from queueguard.memory import MemoryStore
+    from queueguard.postgres import PostgresStore
+
+    results: dict[str, Any] = {"memory": demo.walkthrough(MemoryStore())}
+    if args.dsn:
+        store = PostgresStore(_target(args, fallback=True), host_id="demo")
+        try:
+            results["postgres"] = demo.walkthrough(store, namespace=f"demo-{uuid.uuid4().hex[:8]}")
+        finally:
+            store.close()
+    else:  # a scratch database on the embedded server, dropped afterwards
+        admin = pgsource.server_dsn("embedded")
+        dsn = pgsource.create_database(admin, prefix="qg_demo")
+        try:
+            store = PostgresStore(dsn, host_id="demo")
+            try:
+                results["postgres"] = demo.walkthrough(store)
+            finally:
+                store.close()
+        finally:
+            pgsource.drop_database(admin, pgsource.dbname_of(dsn))
+    if args.json:
+        _emit_json(results)
+    else:
+        print(demo.render("memory store", results["memory"]))
+        print()
+        print(demo.render("PostgreSQL store", results["postgres"]))
+    return 0
+
+
+# status / inspect --------------------------------------------------------------------
+def cmd_status(args: argparse.Namespace) -> int:
+    from queueguard.status import status
+
+    doc = status(_target(args, fallback=True))
+    if args.json:
+        _emit_json(doc)
+    else:
+        for key in ("revision", "head", "protocol", "queues", "tasks", "drift"):
+            print(f"{key:9} {doc.get(key)}")
+    return 1 if doc["drift"] else 0
+
+
+def cmd_inspect(args: argparse.Namespace) -> int:
+    from queueguard.status import inspect_workflow
+
+    doc = inspect_workflow(_target(args, fallback=True), args.workflow_id, args.namespace)
+    if args.json:
+        _emit_json(doc)
+        return 0
+    print("task_queues:")
+    for row in doc["task_queues"]:
+        print(f"  {row}")
+    print("tasks:")
+    for row in doc["tasks"]:
+        print(f"  {row}")
+    return 0
+
+
+# db ----------------------------------------------------------------------------------
+def cmd_db(args: argparse.Namespace) -> int:
+    from queueguard import pgserver, targets
+
+    server = pgserver.embedded_server()
+    if args.action == "url":
+        print(targets.embedded_dsn())
+    elif args.action == "start":
+        server.ensure_running()
+        print(f"running: {server.data_dir} (socket {server.socket_dir})")
+    else:
+        print("stopped" if server.stop() else "not running")
+    return 0
+
+
+# upgrade -----------------------------------------------------------------------------
+def cmd_upgrade(args: argparse.Namespace) -> int:
+    from queueguard import migrate
+    from queueguard.targets import parse_duration_ms
+
+    if args.sql:
+        print(migrate.render_sql(args.to))
+        return 0
+    dsn = _target(args, fallback=False)
+    report = migrate.upgrade(
+        dsn,
+        to=args.to,
+        lock_timeout_ms=parse_duration_ms(args.lock_timeout),
+        statement_timeout_ms=parse_duration_ms(args.statement_timeout),
+        retries=args.retries,
+        force=args.force,
+        progress=not args.json,
+    )
+    if args.json:
+        _emit_json(report.as_json())
+    elif not report.applied:
+        print(f"already at {report.after} (nothing to do)")
+    else:
+        print(
+            f"upgraded {report.before or 'empty'} -> {report.after} "
+            f"(applied {', '.join(report.applied)}) in {report.elapsed_ms} ms"
+        )
+        for queue, rows in report.relocated.items():
+            print(f"  relocated {rows} rows from {queue}")
+        if report.queues_fenced:
+            print(f"  fenced {report.queues_fenced} queues; protocol is now {PROTOCOL}")
+        print(f"  lock waits: {report.lock_waits}")
+    return 0
+
+
+# parser ------------------------------------------------------------------------------
+def _add_dsn(p: argparse.ArgumentParser, *, explicit: bool = False) -> None:
+    p.add_argument(
+        "--dsn",
+        help="PostgreSQL DSN (default: $QUEUEGUARD_DSN"
+        + (")" if explicit else ", else the embedded server)"),
+    )
+    if explicit:
+        p.add_argument("--embedded", action="store_true", help="target the embedded server")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="queueguard", description=__doc__)
+    parser.add_argument("--version", action="version", version=f"queueguard {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("demo", help="the queue lifecycle walkthrough (memory and PostgreSQL)")
+    _add_dsn(p)
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(handler=cmd_demo)
+
+    p = sub.add_parser("status", help="revision, protocol, queue and row counts")
+    _add_dsn(p)
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(handler=cmd_status)
+
+    p = sub.add_parser("inspect", help="both Matching tables' rows for one workflow")
+    p.add_argument("workflow_id")
+    p.add_argument("--namespace")
+    _add_dsn(p)
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(handler=cmd_inspect)
+
+    p = sub.add_parser("db", help="the embedded PostgreSQL server")
+    p.add_argument("action", choices=["url", "start", "stop"])
+    p.set_defaults(handler=cmd_db)
+
+    p = sub.add_parser("upgrade", help="apply the migrations (explicit target)")
+    _add_dsn(p, explicit=True)
+    p.add_argument("--to", default="head", help="001…004 or head")
+    p.add_argument("--sql", action="store_true", help="render the SQL without connecting")
+    p.add_argument("--lock-timeout", default="5s")
+    p.add_argument("--statement-timeout", default="0", help="0 = no limit")
+    p.add_argument("--retries", type=int, default=3, help="retries after the first attempt")
+    p.add_argument("--force", action="store_true", help="upgrade even with older hosts connected")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(handler=cmd_upgrade)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exc:  # argparse exits 2 on usage errors already
+        return int(exc.code or 0)
+    handler: Handler = args.handler
+    try:
+        return handler(args)
+    except QueueguardError as exc:
+        print(f"queueguard: error: {redact(str(exc))}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

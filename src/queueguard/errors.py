@@ -1,0 +1,177 @@
+"""One error hierarchy for the whole product.
+
+Every error carries the CLI exit code it maps to: 1 for refusals, findings and bad input
+files, 2 for command-line usage errors and unreachable servers (DESIGN.md "Interfaces").
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+class QueueguardError(Exception):
+    """Root of every error queueguard raises on purpose."""
+
+    exit_code = 1
+
+
+class UsageError(QueueguardError):
+    """Bad command-line input: unknown option values, malformed durations or DSNs."""
+
+    exit_code = 2
+
+
+class InvalidDsn(UsageError):
+    """A connection string that cannot be parsed."""
+
+
+class ConnectionFailed(QueueguardError):
+    """The database server could not be reached."""
+
+    exit_code = 2
+
+
+class EmbeddedServerError(QueueguardError):
+    """The embedded PostgreSQL server could not be initialised, started or stopped."""
+
+    exit_code = 2
+
+
+class DataDirVersionMismatch(EmbeddedServerError):
+    """The data directory belongs to another PostgreSQL major; it is never overwritten."""
+
+    def __init__(self, data_dir: str, found: str, expected: str) -> None:
+        self.data_dir, self.found, self.expected = data_dir, found, expected
+        super().__init__(
+            f"data directory {data_dir} was made by PostgreSQL {found}, but the embedded "
+            f"server is PostgreSQL {expected}; it is left untouched. Move it away or set "
+            f"QUEUEGUARD_HOME to another folder."
+        )
+
+
+class InvalidQueueKey(QueueguardError):
+    """A physical queue key or one of its components is not valid."""
+
+
+class StaleRangeError(QueueguardError):
+    """A queue owner's range is older than the stored one: another host took the queue over."""
+
+    def __init__(self, queue: str, held: int, current: int | None) -> None:
+        self.queue, self.held, self.current = queue, held, current
+        super().__init__(
+            f"queue {queue}: held range {held} is stale (current range {current}); "
+            "another owner took it over, the manager unloads"
+        )
+
+
+class QueueUnloaded(QueueguardError):
+    """An operation was attempted on a backlog manager that is no longer loaded."""
+
+
+class UserDataConflict(QueueguardError):
+    """A user-data compare-and-swap lost: the stored version is not the expected one."""
+
+    def __init__(self, namespace: str, task_queue: str, expected: int, actual: int) -> None:
+        self.namespace, self.task_queue = namespace, task_queue
+        self.expected, self.actual = expected, actual
+        super().__init__(
+            f"user data {namespace}/{task_queue}: expected version {expected}, found {actual}"
+        )
+
+
+class ProtocolMismatch(QueueguardError):
+    """The schema's runtime_protocol range does not include this worker's protocol."""
+
+    def __init__(self, worker: int, schema_min: int | None, schema_max: int | None) -> None:
+        self.worker, self.schema_min, self.schema_max = worker, schema_min, schema_max
+        if schema_min is None or schema_max is None:
+            remedy = "the runtime_protocol table is missing or not exactly one row"
+        elif worker < schema_min:
+            remedy = "upgrade this worker (the schema is newer)"
+        else:
+            remedy = "run queueguard upgrade (the schema is older)"
+        super().__init__(
+            f"protocol mismatch: worker speaks protocol {worker}, schema accepts "
+            f"[{schema_min}, {schema_max}]: {remedy}"
+        )
+
+
+class SchemaTooOld(QueueguardError):
+    """The database holds an older released schema; the runtime never upgrades implicitly."""
+
+    def __init__(self, revision: str | None) -> None:
+        self.revision = revision
+        super().__init__(
+            f"database schema is at revision {revision or 'unknown'}, older than this code: "
+            "run queueguard upgrade"
+        )
+
+
+class UnknownSchema(QueueguardError):
+    """The database holds tables that are not a queueguard schema we know."""
+
+
+class SnapshotError(QueueguardError):
+    """A memory snapshot that cannot be imported; nothing was imported."""
+
+    def __init__(self, message: str, record: str | None = None) -> None:
+        self.record = record
+        super().__init__(f"{record}: {message}" if record else message)
+
+
+class LegacySnapshotError(SnapshotError):
+    """A pre-003 export (deliveryId based): not an import format for the current schema."""
+
+
+class MigrationError(QueueguardError):
+    """A migration could not be applied; the database is left as it was."""
+
+
+class MigrationRefused(MigrationError):
+    """A migration's precondition failed under its own locks; it rolled back whole."""
+
+    def __init__(self, revision: str, findings: list[Any]) -> None:
+        self.revision, self.findings = revision, findings
+        lines = [f"revision {revision} refused, nothing was changed:"]
+        lines += [f"  {f}" for f in findings]
+        super().__init__("\n".join(lines))
+
+
+class LockTimeout(MigrationError):
+    """A migration could not get its locks within the retry ladder."""
+
+
+class IrreversibleMigration(MigrationError):
+    """004 renumbers task ids; rolling back means restoring the pre-upgrade backup."""
+
+
+class OlderHostsConnected(MigrationError):
+    """Hosts speaking an older protocol are still connected; stop them first (or --force)."""
+
+    def __init__(self, hosts: list[str]) -> None:
+        self.hosts = hosts
+        super().__init__(
+            "refusing to upgrade while older-protocol hosts are connected: "
+            + ", ".join(hosts)
+            + " (stop them first, or pass --force)"
+        )
+
+
+class TamperedMigration(MigrationError):
+    """A released migration's content no longer matches the checked-in manifest."""
+
+
+class PreflightFailed(QueueguardError):
+    """Preflight found blocking findings."""
+
+    def __init__(self, findings: list[Any]) -> None:
+        self.findings = findings
+        super().__init__(f"preflight found {len(findings)} blocking finding(s)")
+
+
+class NotOwner(QueueguardError):
+    """Static membership routes this partition to another host."""
+
+    def __init__(self, queue: str, owner: str, host: str) -> None:
+        self.queue, self.owner, self.host = queue, owner, host
+        super().__init__(f"queue {queue} is owned by host {owner}, not {host}")

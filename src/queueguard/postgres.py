@@ -1,0 +1,222 @@
+"""The PostgreSQL store: the runtime's statements from `sql/runtime.sql` over a pool."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+import psycopg
+from psycopg.rows import TupleRow
+from psycopg.types.json import Jsonb
+from psycopg_pool import ConnectionPool
+
+from queueguard import PROTOCOL, schema
+from queueguard.db import CONNECT_TIMEOUT_S
+from queueguard.dsn import application_name, redact, validate
+from queueguard.errors import (
+    ConnectionFailed,
+    ProtocolMismatch,
+    StaleRangeError,
+    UserDataConflict,
+)
+from queueguard.keys import PhysicalQueue
+from queueguard.sqlfiles import queries
+from queueguard.store import (
+    JSON,
+    Execution,
+    QueueState,
+    StartOutcome,
+    Task,
+    UserData,
+    require_json_object,
+)
+
+Q = queries("runtime.sql")
+Conn = psycopg.Connection[TupleRow]
+
+
+def check_protocol(conn: Conn, protocol: int = PROTOCOL) -> None:
+    """The v0.3+ handshake: exactly one runtime_protocol row whose range holds `protocol`."""
+    try:
+        rows = conn.execute(Q["protocol"]).fetchall()
+    except psycopg.errors.UndefinedTable:
+        conn.rollback()
+        raise ProtocolMismatch(protocol, None, None) from None
+    if len(rows) != 1:
+        raise ProtocolMismatch(protocol, None, None)
+    low, high = rows[0]
+    if not low <= protocol <= high:
+        raise ProtocolMismatch(protocol, low, high)
+
+
+def _params(queue: PhysicalQueue, **extra: Any) -> dict[str, Any]:
+    return {
+        "key": queue.key,
+        "namespace": queue.namespace,
+        "task_queue": queue.task_queue,
+        "task_type": queue.task_type,
+        "partition": queue.partition,
+        "version": queue.version,
+        **extra,
+    }
+
+
+class PostgresHistory:
+    """History's two tables, through the store's pool."""
+
+    def __init__(self, store: PostgresStore) -> None:
+        self._store = store
+
+    def add_execution(self, execution: Execution) -> None:
+        with self._store.transaction() as conn:
+            conn.execute(Q["add_execution"], execution.__dict__)
+
+    def schedule_task(self, run_id: str, scheduled_event_id: int, kind: str) -> None:
+        with self._store.transaction() as conn:
+            conn.execute(
+                Q["schedule_task"],
+                {"run_id": run_id, "scheduled_event_id": scheduled_event_id, "kind": kind},
+            )
+
+    def set_status(self, run_id: str, status: str) -> None:
+        with self._store.transaction() as conn:
+            conn.execute(Q["set_status"], {"run_id": run_id, "status": status})
+
+    def record_task_started(self, run_id: str, scheduled_event_id: int) -> StartOutcome:
+        try:
+            uuid.UUID(run_id)
+        except (ValueError, TypeError, AttributeError):
+            return StartOutcome.OBSOLETE  # History knows runs by uuid only
+        with self._store.transaction() as conn:
+            row = conn.execute(
+                Q["record_task_started"],
+                {"run_id": run_id, "scheduled_event_id": scheduled_event_id},
+            ).fetchone()
+        assert row is not None
+        return StartOutcome(row[0])
+
+
+class PostgresStore:
+    """A Store on PostgreSQL. Each instance owns an independent connection pool."""
+
+    def __init__(
+        self,
+        dsn: str,
+        *,
+        host_id: str = "local",
+        pool_size: int = 4,
+        create_schema: bool = True,
+    ) -> None:
+        self.dsn = validate(dsn)
+        self.application_name = application_name(PROTOCOL, host_id)
+        # Startup handshake before anything is registered or loaded (DESIGN "Interfaces").
+        schema.prepare_runtime(dsn, create_if_empty=create_schema, app=self.application_name)
+        self._pool: ConnectionPool[Conn] = ConnectionPool(
+            dsn,
+            min_size=1,
+            max_size=pool_size,
+            kwargs={
+                "application_name": self.application_name,
+                "connect_timeout": CONNECT_TIMEOUT_S,
+            },
+            open=False,
+            name=f"queueguard-{host_id}",
+        )
+        try:
+            self._pool.open(wait=True, timeout=CONNECT_TIMEOUT_S)
+        except psycopg.OperationalError as exc:  # pragma: no cover - covered via schema check
+            raise ConnectionFailed(f"cannot connect to {redact(dsn)}: {exc}") from None
+        self.history = PostgresHistory(self)
+
+    @contextmanager
+    def transaction(self) -> Iterator[Conn]:
+        """One transaction on a pooled connection; rolled back on any error."""
+        with self._pool.connection() as conn, conn.transaction():
+            yield conn
+
+    def check_protocol(self) -> None:
+        with self.transaction() as conn:
+            check_protocol(conn)
+
+    def load_queue(self, queue: PhysicalQueue) -> QueueState:
+        with self.transaction() as conn:
+            check_protocol(conn)
+            row = conn.execute(Q["load_queue"], _params(queue)).fetchone()
+        assert row is not None
+        return QueueState(*row)
+
+    def _stale(self, conn: Conn, queue: PhysicalQueue, range_id: int) -> StaleRangeError:
+        row = conn.execute(Q["current_range"], {"key": queue.key}).fetchone()
+        return StaleRangeError(queue.key, range_id, row[0] if row else None)
+
+    def append(self, queue: PhysicalQueue, range_id: int, payloads: Sequence[JSON]) -> list[int]:
+        docs = [Jsonb(require_json_object(p)) for p in payloads]
+        if not docs:
+            return []
+        with self.transaction() as conn:
+            row = conn.execute(
+                Q["allocate_ids"], {"key": queue.key, "range_id": range_id, "n": len(docs)}
+            ).fetchone()
+            if row is None:
+                raise self._stale(conn, queue, range_id)
+            first = row[0] - len(docs) + 1
+            conn.execute(Q["insert_tasks"], {"key": queue.key, "first_id": first, "payloads": docs})
+        return list(range(first, first + len(docs)))
+
+    def read(self, queue: PhysicalQueue, above: int, limit: int) -> list[Task]:
+        with self.transaction() as conn:
+            rows = conn.execute(
+                Q["read_tasks"], {"key": queue.key, "above": above, "limit": limit}
+            ).fetchall()
+        return [Task(task_id, data) for task_id, data in rows]
+
+    def checkpoint(self, queue: PhysicalQueue, range_id: int, ack_level: int) -> None:
+        with self.transaction() as conn:
+            row = conn.execute(
+                Q["checkpoint"],
+                {"key": queue.key, "range_id": range_id, "ack_level": ack_level},
+            ).fetchone()
+            assert row is not None
+            if row[0] == 0:
+                stale = self._stale(conn, queue, range_id)
+                if stale.current == range_id:
+                    raise ValueError(f"ack level {ack_level} outside the queue's stored bounds")
+                raise stale
+
+    def queue_state(self, queue: PhysicalQueue) -> QueueState | None:
+        with self.transaction() as conn:
+            row = conn.execute(Q["queue_state"], {"key": queue.key}).fetchone()
+        return QueueState(*row) if row else None
+
+    def task_ids(self, queue: PhysicalQueue) -> list[int]:
+        with self.transaction() as conn:
+            return [r[0] for r in conn.execute(Q["task_ids"], {"key": queue.key})]
+
+    def get_user_data(self, namespace: str, task_queue: str) -> UserData:
+        with self.transaction() as conn:
+            row = conn.execute(
+                Q["get_user_data"], {"namespace": namespace, "task_queue": task_queue}
+            ).fetchone()
+        return UserData(row[0], row[1]) if row else UserData(0, None)
+
+    def put_user_data(
+        self, namespace: str, task_queue: str, expected_version: int, data: JSON
+    ) -> int:
+        params = {
+            "namespace": namespace,
+            "task_queue": task_queue,
+            "expected": expected_version,
+            "data": Jsonb(data),
+        }
+        with self.transaction() as conn:
+            name = "insert_user_data" if expected_version == 0 else "update_user_data"
+            row = conn.execute(Q[name], params).fetchone()
+            if row is not None:
+                return int(row[0])
+            found = conn.execute(Q["get_user_data"], params).fetchone()
+        raise UserDataConflict(namespace, task_queue, expected_version, found[0] if found else 0)
+
+    def close(self) -> None:
+        self._pool.close()

@@ -1,0 +1,107 @@
+-- Statements of the protocol-4 runtime (PostgreSQL store). Every backlog write is
+-- range-checked in the same statement or transaction that performs it.
+
+-- name: protocol
+SELECT min_protocol, max_protocol FROM runtime_protocol;
+
+-- name: load_queue
+-- Take ownership: a new queue starts at range 1, an existing one increments its range.
+INSERT INTO task_queues AS q
+    (physical_queue, namespace, task_queue, task_type, partition, version,
+     range_id, ack_level, last_task_id)
+VALUES (%(key)s, %(namespace)s, %(task_queue)s, %(task_type)s, %(partition)s, %(version)s,
+        1, 0, 0)
+ON CONFLICT (physical_queue) DO UPDATE SET range_id = q.range_id + 1
+RETURNING range_id, ack_level, last_task_id;
+
+-- name: allocate_ids
+-- Allocates n consecutive ids; matches no row when the range is stale.
+UPDATE task_queues SET last_task_id = last_task_id + %(n)s
+WHERE physical_queue = %(key)s AND range_id = %(range_id)s
+RETURNING last_task_id;
+
+-- name: insert_tasks
+INSERT INTO tasks (physical_queue, task_id, data)
+SELECT %(key)s, first_id + ord - 1, payload
+FROM unnest(%(payloads)s::jsonb[]) WITH ORDINALITY AS p(payload, ord),
+     (SELECT %(first_id)s::bigint AS first_id) f;
+
+-- name: current_range
+SELECT range_id FROM task_queues WHERE physical_queue = %(key)s;
+
+-- name: read_tasks
+SELECT task_id, data FROM tasks
+WHERE physical_queue = %(key)s AND task_id > %(above)s
+ORDER BY task_id
+LIMIT %(limit)s;
+
+-- name: checkpoint
+-- Saves the ack level and deletes the handled prefix in one statement: the DELETE only
+-- runs when the range-checked UPDATE matched.
+WITH saved AS (
+    UPDATE task_queues SET ack_level = %(ack_level)s
+    WHERE physical_queue = %(key)s AND range_id = %(range_id)s
+      AND %(ack_level)s BETWEEN ack_level AND last_task_id
+    RETURNING physical_queue
+), deleted AS (
+    DELETE FROM tasks t USING saved
+    WHERE t.physical_queue = saved.physical_queue AND t.task_id <= %(ack_level)s
+    RETURNING 1
+)
+SELECT (SELECT count(*) FROM saved) AS saved, (SELECT count(*) FROM deleted) AS deleted;
+
+-- name: queue_state
+SELECT range_id, ack_level, last_task_id FROM task_queues WHERE physical_queue = %(key)s;
+
+-- name: task_ids
+SELECT task_id FROM tasks WHERE physical_queue = %(key)s ORDER BY task_id;
+
+-- name: get_user_data
+SELECT version, data FROM task_queue_user_data
+WHERE namespace = %(namespace)s AND task_queue = %(task_queue)s;
+
+-- name: insert_user_data
+-- The loser of a concurrent insert conflicts on the primary key and inserts nothing.
+INSERT INTO task_queue_user_data (namespace, task_queue, version, data)
+VALUES (%(namespace)s, %(task_queue)s, 1, %(data)s)
+ON CONFLICT (namespace, task_queue) DO NOTHING
+RETURNING version;
+
+-- name: update_user_data
+UPDATE task_queue_user_data SET version = version + 1, data = %(data)s, updated_at = now()
+WHERE namespace = %(namespace)s AND task_queue = %(task_queue)s AND version = %(expected)s
+RETURNING version;
+
+-- name: add_execution
+INSERT INTO executions (run_id, namespace, workflow_id, status, versioning_behavior,
+                        deployment_version)
+VALUES (%(run_id)s, %(namespace)s, %(workflow_id)s, %(status)s, %(versioning_behavior)s,
+        %(deployment_version)s);
+
+-- name: schedule_task
+INSERT INTO scheduled_tasks (run_id, scheduled_event_id, kind)
+VALUES (%(run_id)s, %(scheduled_event_id)s, %(kind)s);
+
+-- name: set_status
+UPDATE executions SET status = %(status)s WHERE run_id = %(run_id)s;
+
+-- name: record_task_started
+-- Marks the start if the run is running and the task not yet started; the CTE tells the
+-- three answers apart in one round trip.
+WITH target AS (
+    SELECT s.started_at, e.status
+    FROM scheduled_tasks s JOIN executions e USING (run_id)
+    WHERE s.run_id = %(run_id)s AND s.scheduled_event_id = %(scheduled_event_id)s
+    FOR UPDATE OF s
+), started AS (
+    UPDATE scheduled_tasks s SET started_at = now()
+    FROM target
+    WHERE s.run_id = %(run_id)s AND s.scheduled_event_id = %(scheduled_event_id)s
+      AND target.status = 'running' AND target.started_at IS NULL
+    RETURNING 1
+)
+SELECT CASE
+    WHEN EXISTS (SELECT 1 FROM started) THEN 'started'
+    WHEN EXISTS (SELECT 1 FROM target WHERE status = 'running') THEN 'already-started'
+    ELSE 'obsolete'
+END;

@@ -1,0 +1,50 @@
+"""Shared fixtures: a real PostgreSQL server (embedded by default) and scratch databases."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+
+import pytest
+
+from queueguard import pgsource
+from queueguard.migrate import upgrade
+
+
+@pytest.fixture(scope="session")
+def pg_admin_dsn() -> str:
+    return pgsource.server_dsn()
+
+
+@pytest.fixture(scope="session")
+def head_template(pg_admin_dsn: str) -> Iterator[str]:
+    """A database migrated to head once; tests clone it (CREATE DATABASE … TEMPLATE)."""
+    dsn = pgsource.create_database(pg_admin_dsn, prefix="qgtpl")
+    upgrade(dsn, progress=False)
+    name = pgsource.dbname_of(dsn)
+    yield name
+    pgsource.drop_database(pg_admin_dsn, name)
+
+
+@pytest.fixture
+def make_db(pg_admin_dsn: str) -> Iterator[Callable[..., str]]:
+    """Factory of scratch databases, dropped after the test."""
+    created: list[str] = []
+
+    def make(template: str | None = None) -> str:
+        dsn = pgsource.create_database(pg_admin_dsn, template=template)
+        created.append(pgsource.dbname_of(dsn))
+        return dsn
+
+    yield make
+    for name in created:
+        pgsource.drop_database(pg_admin_dsn, name)
+
+
+@pytest.fixture
+def empty_db(make_db: Callable[..., str]) -> str:
+    return make_db()
+
+
+@pytest.fixture
+def head_db(make_db: Callable[..., str], head_template: str) -> str:
+    return make_db(template=head_template)
