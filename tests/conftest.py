@@ -7,7 +7,10 @@ from collections.abc import Callable, Iterator
 import pytest
 
 from queueguard import pgsource
+from queueguard.memory import MemoryDatabase, MemoryStore
 from queueguard.migrate import upgrade
+from queueguard.postgres import PostgresStore
+from queueguard.store import Store
 
 
 @pytest.fixture(scope="session")
@@ -48,3 +51,25 @@ def empty_db(make_db: Callable[..., str]) -> str:
 @pytest.fixture
 def head_db(make_db: Callable[..., str], head_template: str) -> str:
     return make_db(template=head_template)
+
+
+@pytest.fixture(params=["memory", "postgres"])
+def new_store(request: pytest.FixtureRequest) -> Iterator[Callable[[], Store]]:
+    """A factory of independent store handles (pools) on one backing database."""
+    opened: list[Store] = []
+    if request.param == "memory":
+        db = MemoryDatabase()
+
+        def make() -> Store:
+            return MemoryStore(db)
+    else:
+        dsn = request.getfixturevalue("head_db")
+
+        def make() -> Store:
+            store = PostgresStore(dsn, host_id=f"h{len(opened)}", pool_size=2)
+            opened.append(store)
+            return store
+
+    yield make
+    for store in opened:
+        store.close()

@@ -65,7 +65,7 @@ def postmaster_pid(server: LocalServer) -> int:
 def test_initdb_settings_and_no_tcp(make_server: MakeServer) -> None:
     server = make_server()
     dsn = server.ensure_running()
-    assert dsn == f"postgresql://postgres@/postgres?host={server.socket_dir}"
+    assert dsn == f"postgresql://postgres@/postgres?host={server.socket_dir}&port=5432"
     assert "password" not in conninfo_to_dict(dsn)
     assert len(str(server.socket_dir / ".s.PGSQL.5432").encode()) < 107
     with psycopg.connect(dsn) as conn:

@@ -3,6 +3,10 @@
 Each file in `audit_queries/` is plain read-only SQL a DBA can paste into psql. A header line
 `-- applies-to: 003` names the revisions it checks. The migration guard runs the same files
 under the migration's own locks, so preflight and the migration cannot drift apart.
+
+A file whose header says `-- guard: no` is advisory (runtime, locks and estimate checks: it
+can only warn or inform); preflight runs it, the guard does not. Checks run schema first,
+then data, then the advisory kinds (see `KIND_ORDER`).
 """
 
 from __future__ import annotations
@@ -16,7 +20,11 @@ import psycopg
 from queueguard.resources import audit_dir
 
 _APPLIES = re.compile(r"^-- applies-to:\s*(.+)$", re.MULTILINE)
+_CHECK = re.compile(r"^-- check:\s*([a-z]+)\.", re.MULTILINE)
+_ADVISORY = re.compile(r"^-- guard:\s*no\b", re.MULTILINE)
 SEVERITIES = ("blocking", "warning", "info")
+#: The order checks run in: the schema contract first (data checks rely on it).
+KIND_ORDER = ("schema", "locks", "runtime", "data", "estimate")
 
 
 @dataclass(frozen=True)
@@ -56,6 +64,22 @@ class AuditQuery:
     applies_to: tuple[str, ...]
     header: str
 
+    @property
+    def kind(self) -> str:
+        """`schema`, `data`, `locks`, `runtime` or `estimate`: the first code's prefix."""
+        match = _CHECK.search(self.sql)
+        return match.group(1) if match else "data"
+
+    @property
+    def advisory(self) -> bool:
+        """Advisory files (`-- guard: no`) only warn or inform; the guard skips them."""
+        return _ADVISORY.search(self.sql) is not None
+
+    @property
+    def order(self) -> tuple[int, str]:
+        rank = KIND_ORDER.index(self.kind) if self.kind in KIND_ORDER else len(KIND_ORDER)
+        return (rank, self.name)
+
 
 def audit_queries() -> list[AuditQuery]:
     """Every shipped audit file, in name order."""
@@ -71,13 +95,27 @@ def audit_queries() -> list[AuditQuery]:
     return result
 
 
-def for_revision(revision: str) -> list[AuditQuery]:
-    return [q for q in audit_queries() if revision in q.applies_to]
+def for_revision(revision: str, *, include_advisory: bool = False) -> list[AuditQuery]:
+    """The files that check a database at `revision`, schema checks first.
+
+    Without `include_advisory` (the migration guard) only files that can block are returned.
+    """
+    chosen = [
+        q
+        for q in audit_queries()
+        if revision in q.applies_to and (include_advisory or not q.advisory)
+    ]
+    return sorted(chosen, key=lambda q: q.order)
 
 
 def run(cursor: psycopg.Cursor[Any], query: AuditQuery) -> list[Finding]:
-    """Run one audit file; each row becomes a Finding."""
-    cursor.execute(query.sql)  # no parameters: psycopg leaves % alone
+    """Run one audit file; each row becomes a Finding.
+
+    The file is sent with the extended protocol (binary results), which the server accepts
+    for exactly one statement: a file that smuggles a second statement (`COMMIT; …`) fails
+    instead of running. No parameters are bound, so `%` in the SQL is left alone.
+    """
+    cursor.execute(query.sql, binary=True, prepare=False)
     findings = []
     for code, severity, obj, count, samples in cursor.fetchall():
         findings.append(
@@ -95,6 +133,40 @@ MESSAGES = {
     "data.rows_at_or_below_ack": "rows at or below ack_level (already handled; 004 keeps them)",
     "data.stale_last_task_id": "rows above last_task_id (stale counter; 004 repairs it)",
     "data.unknown_run": "tasks whose run is unknown to History (directive: unversioned)",
+    # schema.*: which revision, and the physical contract the pending migrations rely on
+    "schema.empty": "empty database: nothing to check (upgrade creates the head schema)",
+    "schema.unversioned": "queueguard tables without a queueguard_version table: refusing to "
+    "guess the revision",
+    "schema.revision_unknown": "queueguard_version does not hold exactly one released revision "
+    "(001-004)",
+    "schema.at_head": "the database is at head (004): nothing to do",
+    "schema.at_target": "the database is already at or past the target revision: nothing to do",
+    "schema.pending": "revisions the upgrade to the target will apply",
+    "schema.table_missing": "a table the pending migrations read or rewrite is missing",
+    "schema.column_missing": "a column the pending migrations use is missing",
+    "schema.column_type": "a column the pending migrations use has another type",
+    "schema.key_missing": "a unique key the pending migration relies on is missing",
+    "schema.name_taken": "a table the pending migrations create already exists",
+    # runtime.*: who is connected
+    "runtime.older_hosts": "hosts of an older protocol are connected: stop them before "
+    "upgrading (upgrade refuses while they are, unless --force)",
+    "runtime.activity_hidden": "sessions hidden from this role (grant pg_read_all_stats to see "
+    "their start times)",
+    # locks.*: what would make the migration (or this audit) wait
+    "locks.conflicting_lock": "other sessions hold or await locks on tables the migration "
+    "locks ACCESS EXCLUSIVE; it would queue behind them",
+    "locks.long_transaction": "long-running transactions hold locks on tables the migration "
+    "locks; it would wait for them to end",
+    "locks.lock_timeout": "a check could not get ACCESS SHARE within lock_timeout",
+    "locks.statement_timeout": "a check did not finish within statement_timeout",
+    # estimate.*: what 004 will cost
+    "estimate.rows_rewritten": "task rows 004 rewrites (each gains its version directive)",
+    "estimate.rows_relocated": "task rows 004 moves out of legacy @auto queues",
+    "estimate.extra_disk": "extra disk 004's new row versions take until VACUUM",
+    "estimate.wal": "WAL 004 writes (size archives and replicas accordingly)",
+    "estimate.lock_hold": "how long 004 holds ACCESS EXCLUSIVE on task_queues, tasks, "
+    "runtime_protocol",
+    "estimate.vacuum_analyze": "after 004, run VACUUM (ANALYZE) on tasks and task_queues",
 }
 
 

@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from queueguard import PROTOCOL, __version__
 from queueguard.dsn import redact
-from queueguard.errors import QueueguardError
+from queueguard.errors import QueueguardError, UsageError
 
 Handler = Callable[[argparse.Namespace], int]
 
@@ -149,6 +150,131 @@ def cmd_upgrade(args: argparse.Namespace) -> int:
     return 0
 
 
+# verify / fixtures / snapshot / rehearse ----------------------------------------------------
+def cmd_verify(args: argparse.Namespace) -> int:
+    from queueguard import pgsource, verify
+
+    admin = args.dsn or pgsource.server_dsn()
+    report = verify.verify(admin, args.fixture or None)
+    if args.json:
+        _emit_json(report.as_json())
+    else:
+        print(verify.render(report))
+    return 0 if report.ok else 1
+
+
+def cmd_fixtures(args: argparse.Namespace) -> int:
+    from queueguard import golden as fixtures
+
+    if args.action == "list":
+        rows = [
+            {"name": f.name, "revision": f.revision, "exercises": f.manifest["exercises"]}
+            for f in fixtures.all_fixtures()
+        ]
+        if args.json:
+            _emit_json({"fixtures": rows})
+        else:
+            for row in rows:
+                print(f"{row['name']:6} revision {row['revision']}: {'; '.join(row['exercises'])}")
+        return 0
+    if not args.name:
+        raise UsageError("fixtures load needs a fixture NAME")
+    fixture = fixtures.get(args.name)
+    dsn = _target(args, fallback=False)
+    fixtures.load(fixture, dsn)
+    print(f"loaded fixture {fixture.name} (revision {fixture.revision})")
+    return 0
+
+
+def cmd_snapshot(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from queueguard import snapshot, state
+    from queueguard.db import connection
+
+    if args.action == "export":
+        with connection(_target(args, fallback=True)) as conn:
+            doc = state.export_database(conn)
+        text = json.dumps(doc, indent=2, ensure_ascii=False, sort_keys=True)
+        if args.output:
+            Path(args.output).write_text(text + "\n", encoding="utf-8")
+        else:
+            print(text)
+        return 0
+    if not args.file:
+        raise UsageError("snapshot import needs a FILE")
+    try:
+        raw = Path(args.file).read_bytes()
+    except OSError as exc:
+        raise UsageError(f"cannot read {args.file}: {exc.strerror}") from None
+    doc = snapshot.parse(raw)
+    queues = len(doc["queues"])
+    tasks = sum(len(q["tasks"]) for q in doc["queues"])
+    if not (args.dsn or args.embedded or os.environ.get("QUEUEGUARD_DSN")):
+        print(
+            f"valid snapshot: {queues} queues, {tasks} tasks (validated only; pass --dsn to import)"
+        )
+        return 0
+    from queueguard.migrate import upgrade
+
+    dsn = _target(args, fallback=False)
+    from queueguard import schema
+
+    with connection(dsn) as conn:
+        found = schema.inspect(conn)
+    if found.tables and not found.at_head:
+        raise QueueguardError(
+            "refusing to import: the target database is neither empty nor "
+            "an empty head-schema database"
+        )
+    upgrade(dsn, progress=False)  # head schema for an empty database; no-op at head
+    with connection(dsn) as conn, conn.transaction():
+        state.load_document(conn, doc)
+    print(f"imported {queues} queues, {tasks} tasks")
+    return 0
+
+
+def cmd_rehearse(args: argparse.Namespace) -> int:
+    from queueguard.rehearse import rehearse
+
+    result = rehearse(_target(args, fallback=False), args.scratch_dsn)
+    if args.json:
+        _emit_json(result.as_json())
+    else:
+        print(
+            f"rehearsed upgrade of a {result.method} copy (source revision "
+            f"{result.source_revision}) in {result.elapsed_ms} ms"
+        )
+        for q in result.queues:
+            print(
+                f"  {q['queue']}: range {q['range']} ack {q['ack']} last {q['last']} "
+                f"rows {q['rows']}"
+            )
+        for v in result.violations:
+            print(f"VIOLATION: {v}")
+        print("conservation laws hold" if result.ok else "REHEARSAL FAILED")
+    return 0 if result.ok else 1
+
+
+# preflight ---------------------------------------------------------------------------
+def cmd_preflight(args: argparse.Namespace) -> int:
+    from queueguard.preflight import preflight, render_text
+    from queueguard.targets import parse_duration_ms
+
+    report = preflight(
+        _target(args, fallback=False),
+        target=args.target,
+        lock_timeout_ms=parse_duration_ms(args.lock_timeout),
+        statement_timeout_ms=parse_duration_ms(args.statement_timeout),
+        samples=args.samples,
+    )
+    if args.json:
+        _emit_json(report.as_json())
+    else:
+        print(render_text(report, args.fail_on))
+    return report.exit_code(args.fail_on)
+
+
 # parser ------------------------------------------------------------------------------
 def _add_dsn(p: argparse.ArgumentParser, *, explicit: bool = False) -> None:
     p.add_argument(
@@ -196,6 +322,47 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--force", action="store_true", help="upgrade even with older hosts connected")
     p.add_argument("--json", action="store_true")
     p.set_defaults(handler=cmd_upgrade)
+
+    p = sub.add_parser("preflight", help="read-only, bounded-lock audit before an upgrade")
+    _add_dsn(p, explicit=True)
+    p.add_argument("--target", default="head", help="001…004 or head")
+    p.add_argument("--lock-timeout", default="5s", help="per lock wait (default 5s)")
+    p.add_argument("--statement-timeout", default="60s", help="per check (default 60s)")
+    p.add_argument("--samples", type=int, default=10, help="samples per finding (0…1000)")
+    p.add_argument("--fail-on", choices=["blocking", "warning"], default="blocking")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(handler=cmd_preflight)
+    p = sub.add_parser("verify", help="upgrade CI against the golden fixtures")
+    p.add_argument(
+        "--dsn",
+        help="admin DSN of a server for scratch databases "
+        "(default: QUEUEGUARD_PG, the embedded server)",
+    )
+    p.add_argument("--fixture", action="append", help="only this fixture (repeatable)")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(handler=cmd_verify)
+
+    p = sub.add_parser("fixtures", help="list or load the golden fixtures")
+    p.add_argument("action", choices=["list", "load"])
+    p.add_argument("name", nargs="?")
+    _add_dsn(p, explicit=True)
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(handler=cmd_fixtures)
+
+    p = sub.add_parser("snapshot", help="export or import (validate) a snapshot")
+    p.add_argument("action", choices=["export", "import"])
+    p.add_argument("file", nargs="?", help="snapshot file to import")
+    p.add_argument("-o", "--output", help="export: write to this file")
+    _add_dsn(p, explicit=True)
+    p.set_defaults(handler=cmd_snapshot)
+
+    p = sub.add_parser("rehearse", help="rehearse the upgrade on a copy of a database")
+    _add_dsn(p, explicit=True)
+    p.add_argument(
+        "--scratch-dsn", help="admin DSN of the server for the copy (default: the source server)"
+    )
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(handler=cmd_rehearse)
     return parser
 
 

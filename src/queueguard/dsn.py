@@ -9,8 +9,12 @@ from psycopg import conninfo
 from queueguard.errors import InvalidDsn
 
 _URL_PASSWORD = re.compile(r"(?P<scheme>postgres(?:ql)?://)(?P<user>[^:@/?#]*):(?P<pw>[^@/?#]*)@")
-_PARAM_PASSWORD = re.compile(r"(?P<key>\bpassword\s*=\s*)(?P<pw>'(?:[^'\\]|\\.)*'|\S+)")
-_QUERY_PASSWORD = re.compile(r"(?P<key>[?&]password=)(?P<pw>[^&#]*)")
+# `sslpassword` too; an unterminated quoted value runs to the end (libpq rejects it, but the
+# DSN is still echoed in the error and must not leak the words after a space).
+_PARAM_PASSWORD = re.compile(
+    r"(?P<key>\b(?:ssl)?password\s*=\s*)(?P<pw>'(?:[^'\\]|\\.)*(?:'|\\?$)|\S+)"
+)
+_QUERY_PASSWORD = re.compile(r"(?P<key>[?&](?:ssl)?password=)(?P<pw>[^&#]*)")
 
 #: PostgreSQL truncates application_name to 63 bytes.
 APPLICATION_NAME_LIMIT = 63

@@ -17,6 +17,8 @@ TASK_TYPES = ("workflow", "activity")
 #: The reserved pseudo-version that held auto-upgrade backlogs before 004.
 AUTO_VERSION = "auto"
 _PARTITION = re.compile(r"0|[1-9][0-9]*")
+#: `partition` is an `int` column (int4) in every released schema.
+MAX_PARTITION = 2**31 - 1
 _QUOTED = re.compile(r"(?:[A-Za-z0-9_.~-]|%[0-9A-F]{2})+")
 
 
@@ -77,10 +79,16 @@ def validate_components(
         raise InvalidQueueKey("task queue name must be a non-empty string")
     if task_type not in TASK_TYPES:
         raise InvalidQueueKey(f"unknown task type {task_type!r} (expected workflow or activity)")
-    if isinstance(partition, bool) or not isinstance(partition, int) or partition < 0:
-        raise InvalidQueueKey(f"partition must be an integer >= 0, got {partition!r}")
+    if (
+        isinstance(partition, bool)
+        or not isinstance(partition, int)
+        or not 0 <= partition <= MAX_PARTITION
+    ):
+        raise InvalidQueueKey(f"partition must be an integer in [0, 2^31-1], got {partition!r}")
     if not isinstance(version, str):
         raise InvalidQueueKey("version must be a string")
+    for name in (namespace, task_queue, version):
+        _require_storable(name)
     if version == AUTO_VERSION:
         if not allow_auto:
             raise InvalidQueueKey("the 'auto' pseudo-version is legacy (pre-004) only")
@@ -88,6 +96,16 @@ def validate_components(
         raise InvalidQueueKey(
             f"version {version!r} is not a deployment version (deploymentName.buildId)"
         )
+
+
+def _require_storable(name: str) -> None:
+    """PostgreSQL text holds UTF-8 without NUL: lone surrogates and NUL cannot be stored."""
+    if "\x00" in name:
+        raise InvalidQueueKey(f"name {name!r} contains a NUL character")
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        raise InvalidQueueKey(f"name {name!r} is not encodable as UTF-8") from None
 
 
 def legacy_queue(

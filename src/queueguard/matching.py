@@ -122,7 +122,11 @@ class Matching:
         """Sync-match to a waiting poller when History accepts the start, else spool."""
         waiter = self._take_waiter(queue)
         if waiter is not None:
-            outcome = self.history.record_task_started(*task_identity(data))
+            try:
+                outcome = self.history.record_task_started(*task_identity(data))
+            except BaseException:
+                self._return_waiter(queue, waiter)  # a timed-out poller waits for this
+                raise
             if outcome is StartOutcome.STARTED:
                 waiter.delivery = Delivery(queue, None, data)
                 waiter.event.set()
@@ -147,24 +151,34 @@ class Matching:
             self._waiters.setdefault(queue, deque()).append(waiter)
         if waiter.event.wait(timeout):
             return waiter.delivery
-        with self._lock:
-            waiting = self._waiters.get(queue, deque())
-            if waiter in waiting:
-                waiting.remove(waiter)
-        return waiter.delivery if waiter.event.is_set() else None
+        # Timed out. An add_task that already took this waiter is still asking History (one
+        # call): it either delivers (event set) or puts the waiter back. Never abandon a taken
+        # waiter: it would return None for a started task, or leave a ghost waiter behind.
+        while True:
+            with self._lock:
+                waiting = self._waiters.get(queue, deque())
+                if any(w is waiter for w in waiting):
+                    waiting.remove(waiter)
+                    return None
+            if waiter.event.wait(0.01):
+                return waiter.delivery
 
     def _poll_backlog(self, queue: PhysicalQueue) -> Delivery | None:
         mgr = self.manager(queue)
         with self._lock:
-            if not mgr.pending():
-                mgr.read()
-            for task_id in mgr.pending():
-                task = mgr.task(task_id)
-                outcome = mgr.dispatch(task_id)
-                if outcome is StartOutcome.STARTED:
-                    return Delivery(queue, task_id, task.data)
-                # already-started/obsolete were acked; retryable stays pending: try the next
-        return None
+            batch = mgr.pending()
+            while True:
+                for task_id in batch:
+                    task = mgr.task(task_id)
+                    outcome = mgr.dispatch(task_id)
+                    if outcome is StartOutcome.STARTED:
+                        return Delivery(queue, task_id, task.data)
+                    # already-started/obsolete were acked; retryable stays pending: try the next
+                # Nothing deliverable among the tasks read so far: read further, so a task that
+                # keeps failing retryably never hides the tasks stored behind it.
+                batch = [t.task_id for t in mgr.read()]
+                if not batch:
+                    return None
 
     def _take_waiter(self, queue: PhysicalQueue) -> _Waiter | None:
         with self._lock:

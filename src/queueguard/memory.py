@@ -26,6 +26,9 @@ from queueguard.store import (
     require_json_object,
 )
 
+#: How timestamps appear in snapshots (the PostgreSQL export renders the same shape).
+TIMESTAMP_FORMAT = "%Y-%m-%dT%H:%M:%S.%fZ"
+
 
 @dataclass
 class QueueRecord:
@@ -84,7 +87,7 @@ class MemoryHistory:
                 return StartOutcome.OBSOLETE
             if task.started_at is not None:
                 return StartOutcome.ALREADY_STARTED
-            task.started_at = datetime.now(UTC).isoformat()
+            task.started_at = datetime.now(UTC).strftime(TIMESTAMP_FORMAT)
             return StartOutcome.STARTED
 
 

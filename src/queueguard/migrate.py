@@ -38,6 +38,13 @@ from queueguard.sqlfiles import queries
 Q = queries("upgrade.sql")
 REVISIONS = ("001", "002", "003", "004")
 RUNNER_WAIT_S = 30.0
+#: If the runner dies mid-revision (SIGKILL, a lost SSH session), the server notices within a
+#: second and rolls back, instead of holding its ACCESS EXCLUSIVE locks until the running
+#: statement ends (PostgreSQL >= 14 on Linux; older servers skip it).
+DEAD_CLIENT_CHECK = (
+    "SELECT set_config('client_connection_check_interval', '1s', false) "
+    "WHERE current_setting('server_version_num')::int >= 140000"
+)
 
 
 @dataclass
@@ -97,7 +104,9 @@ def _acquire_runner_lock(conn: sa.Connection, wait_s: float) -> None:
 
 
 def _is_lock_timeout(exc: BaseException) -> bool:
-    orig = getattr(exc, "orig", None)
+    # Step files run on the raw psycopg cursor (steps.apply), so the error may be psycopg's
+    # own; statements run through SQLAlchemy arrive wrapped, with the original in `.orig`.
+    orig = getattr(exc, "orig", exc)
     return isinstance(orig, psycopg.errors.LockNotAvailable)
 
 
@@ -122,6 +131,8 @@ def upgrade(
     except sa.exc.OperationalError as exc:
         raise ConnectionFailed(f"cannot connect to {redact(dsn)}: {exc.orig}") from None
     try:
+        conn.exec_driver_sql(DEAD_CLIENT_CHECK)
+        conn.commit()
         _acquire_runner_lock(conn, runner_wait_s)
         before = _current(conn)
         report = UpgradeReport(target=target, before=before, after=before)
@@ -184,10 +195,11 @@ def _apply_with_retries(
             with redirect_stdout(io.StringIO()):
                 command.upgrade(cfg, revision)
             return waits
-        except sa.exc.OperationalError as exc:
+        except (sa.exc.OperationalError, psycopg.OperationalError) as exc:
             conn.rollback()
             if not _is_lock_timeout(exc):
-                raise MigrationError(f"revision {revision} failed: {exc.orig}") from None
+                reason = getattr(exc, "orig", exc)
+                raise MigrationError(f"revision {revision} failed: {reason}") from None
             waits += 1
             if attempt == retries:
                 raise LockTimeout(

@@ -75,12 +75,16 @@ def _guard(revision: str, offline: bool) -> None:
         op.execute(sa.text(f"-- guard (run by queueguard under these locks): {names}"))
         return
     blocking = []
+    started = time.monotonic()
     with _raw().cursor() as cursor:
         for query in queries:
             blocking += [f for f in audit.run(cursor, query) if f.blocking]
     if blocking:
         raise MigrationRefused(revision, blocking)
-    _progress(f"{revision} guard: {len(queries)} audit queries clean under locks")
+    _progress(
+        f"{revision} guard: {len(queries)} audit queries clean under locks, "
+        f"{time.monotonic() - started:.2f}s"
+    )
 
 
 def _record_ledger(revision: str, offline: bool) -> None:
