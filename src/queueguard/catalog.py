@@ -114,12 +114,14 @@ WHERE n.nspname = %(schema)s AND c.relkind IN ('r', 'p', 'f', 'm', 'v')
   AND a.attnum > 0 AND NOT a.attisdropped
 """
 
+# PostgreSQL 18 records NOT NULL as constraints (contype 'n'); older majors do not. Column
+# nullability already carries that fact, so they are skipped and catalogs compare across majors.
 _CONSTRAINTS = """
 SELECT c.relname, pg_get_constraintdef(k.oid, true)
 FROM pg_constraint k
 JOIN pg_class c ON c.oid = k.conrelid
 JOIN pg_namespace n ON n.oid = c.relnamespace
-WHERE n.nspname = %(schema)s
+WHERE n.nspname = %(schema)s AND k.contype <> 'n'
 """
 
 _INDEXES = """
