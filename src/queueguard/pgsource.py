@@ -49,7 +49,10 @@ def server_dsn(spec: str | None = None) -> str:
 def _docker(major: str) -> str:
     """Start a container; one clear line when there is no Docker engine."""
     try:
-        from testcontainers.postgres import PostgresContainer
+        try:
+            from testcontainers.community.postgres import PostgresContainer
+        except ImportError:  # testcontainers < 4.14
+            from testcontainers.postgres import PostgresContainer
     except ImportError as exc:
         raise EmbeddedServerError(f"docker:{major} needs testcontainers ({exc})") from None
     try:
