@@ -30,6 +30,7 @@ from queueguard.errors import (
     LockTimeout,
     MigrationError,
     OlderHostsConnected,
+    UnknownSchema,
     UsageError,
 )
 from queueguard.schema import HEAD, VERSION_TABLE
@@ -135,6 +136,11 @@ def upgrade(
         conn.commit()
         _acquire_runner_lock(conn, runner_wait_s)
         before = _current(conn)
+        if before is not None and before not in REVISIONS:
+            raise UnknownSchema(
+                f"{VERSION_TABLE} holds revision {before!r}, which this release does not know "
+                "(001-004): refusing to upgrade (preflight reports schema.revision_unknown)"
+            )
         report = UpgradeReport(target=target, before=before, after=before)
         if before is not None and before >= target:
             report.elapsed_ms = int((time.monotonic() - started) * 1000)
@@ -208,6 +214,14 @@ def _apply_with_retries(
                 ) from None
             time.sleep(random.uniform(0.1, 0.5) * (attempt + 1))
             timeout = int(timeout * 1.5)
+        except (sa.exc.DBAPIError, psycopg.Error) as exc:
+            # Any other database error in a step: the revision's transaction rolls back whole;
+            # report it as a refusal (exit 1), not as a driver traceback.
+            conn.rollback()
+            reason = getattr(exc, "orig", exc)
+            raise MigrationError(
+                f"revision {revision} failed, nothing was changed: {reason}"
+            ) from None
         except BaseException:
             conn.rollback()
             raise

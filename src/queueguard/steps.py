@@ -53,6 +53,8 @@ def apply(revision: str) -> None:
                 # The driver cursor without parameters: psycopg leaves `%` in the SQL alone.
                 cursor.execute(sql)
                 rows = max(cursor.rowcount, 0)
+                while cursor.nextset():  # one result per statement of the step file
+                    rows += max(cursor.rowcount, 0)
             _progress(f"{revision} {path.stem}: {rows} rows, {time.monotonic() - started:.2f}s")
         if path.name.startswith("00_"):
             _guard(revision, offline)

@@ -1,4 +1,6 @@
 -- Step 0: the plan, in temporary tables dropped at commit (nothing remains in the catalog).
+-- lint-allow squawk.require-lock-timeout: set by steps.apply (SET LOCAL) before step 00
+-- lint-allow squawk.require-statement-timeout: set by steps.apply (SET LOCAL) before step 00
 -- directive: History's version directive per run id, in the text form tasks carry.
 CREATE TEMP TABLE directive ON COMMIT DROP AS
 SELECT run_id::text AS run_id,
