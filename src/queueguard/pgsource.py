@@ -11,7 +11,9 @@ that are not ours are never touched.
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 import tempfile
 import uuid
 from pathlib import Path
@@ -38,12 +40,21 @@ def server_dsn(spec: str | None = None) -> str:
             folder = Path(tempfile.mkdtemp(prefix="qg-system-", dir="/tmp"))
             folder.chmod(0o755)
             _system_dirs[spec] = folder
+            server = pgserver.system_server(folder / "pgdata")
+            atexit.register(_discard, server, folder)  # a throw-away server: stop and delete
         return pgserver.system_server(folder / "pgdata").ensure_running()
     if spec.startswith("dsn:"):
         return spec.removeprefix("dsn:")
     if spec.startswith("docker:"):
         return _docker(spec.removeprefix("docker:"))
     raise UsageError(f"{ENV}={spec!r}: expected embedded, system, dsn:<url> or docker:<major>")
+
+
+def _discard(server: pgserver.LocalServer, folder: Path) -> None:
+    try:
+        server.stop()
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def _docker(major: str) -> str:

@@ -3,8 +3,11 @@
 Per fixture, each in fresh databases cloned from a template (CREATE DATABASE … TEMPLATE):
 load → preflight (expect no blocking finding) → upgrade to head → compare with the golden
 state → compare the catalog with a fresh install → upgrade step by step to the same state →
-re-run the upgrade and prove it changed nothing. Scratch databases are ours (prefix `qg`)
-and are dropped afterwards; no other database is touched.
+re-run the upgrade and prove it changed nothing → the protocol fence: released v0.2/v0.3
+workers (`legacy_worker`) started around the upgrade all fail and change nothing. Once per run,
+the static compatibility matrix (`compat`) of those workers' statements × revisions 001–004.
+Scratch databases are ours (prefix `qg`) and are dropped afterwards; no other database is
+touched.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from queueguard import catalog, pgsource, snapshot, state
+from queueguard import catalog, compat, legacy_worker, pgsource, snapshot, state
 from queueguard.checksums import table_checksums
 from queueguard.db import connection
 from queueguard.golden import Fixture, all_fixtures, get, load
@@ -55,10 +58,12 @@ class FixtureResult:
 class VerifyReport:
     results: list[FixtureResult]
     elapsed_ms: int
+    compatibility: compat.Matrix | None = None
 
     @property
     def ok(self) -> bool:
-        return all(r.ok for r in self.results)
+        matrix_ok = self.compatibility is None or not self.compatibility.violations()
+        return matrix_ok and all(r.ok for r in self.results)
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -66,6 +71,7 @@ class VerifyReport:
             "ok": self.ok,
             "elapsed_ms": self.elapsed_ms,
             "fixtures": [r.as_json() for r in self.results],
+            "compatibility": self.compatibility.as_json() if self.compatibility else None,
         }
 
 
@@ -182,8 +188,17 @@ def verify_fixture(
     checks.append(
         Check("stepwise", same_steps, "" if same_steps else state_diff(actual, _export(stepwise)))
     )
+    checks.append(_fence(fixture, scratch.create(template_name)))
     result.elapsed_ms = int((time.monotonic() - started) * 1000)
     return result
+
+
+def _fence(fixture: Fixture, db: str) -> Check:
+    """Legacy workers around a forced upgrade of `db` all fail, and change nothing."""
+    probe = legacy_worker.probe_fence(
+        db, fixture.revision, lambda dsn: upgrade(dsn, force=True, progress=False), _checksums
+    )
+    return Check("fence", probe.ok, probe.detail)
 
 
 def _default_preflight(dsn: str) -> tuple[bool, str]:
@@ -214,9 +229,10 @@ def verify(
         upgrade(fresh, progress=False)
         fresh_catalog = _catalog(fresh)
         results = [verify_fixture(f, scratch, fresh_catalog, preflight) for f in fixtures]
+        matrix = compat.matrix_on_server(admin_dsn, create=scratch.create, drop=lambda _: None)
     finally:
         scratch.drop_all()
-    return VerifyReport(results, int((time.monotonic() - started) * 1000))
+    return VerifyReport(results, int((time.monotonic() - started) * 1000), matrix)
 
 
 def render(report: VerifyReport) -> str:
@@ -230,6 +246,18 @@ def render(report: VerifyReport) -> str:
         for c in r.checks:
             if not c.ok:
                 lines.append(f"\n{r.fixture} {c.name} failed:\n{c.detail}")
+    fences = [
+        f"  {r.fixture}: {c.detail}"
+        for r in report.results
+        for c in r.checks
+        if c.name == "fence" and c.ok
+    ]
+    if fences:
+        lines.append(
+            "\nprotocol fence (legacy workers around a forced upgrade):\n" + "\n".join(fences)
+        )
+    if report.compatibility is not None:
+        lines.append("\n" + report.compatibility.render())
     verdict = "all fixtures upgrade to the golden state" if report.ok else "VERIFY FAILED"
     lines.append(f"\n{verdict} ({report.elapsed_ms} ms)")
     return "\n".join(lines)
