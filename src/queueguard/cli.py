@@ -275,6 +275,19 @@ def cmd_preflight(args: argparse.Namespace) -> int:
     return report.exit_code(args.fail_on)
 
 
+# lint --------------------------------------------------------------------------------
+def cmd_lint(args: argparse.Namespace) -> int:
+    from queueguard.lint import lint
+
+    report = lint(args.paths or None)
+    if args.json:
+        _emit_json(report.as_json())
+    elif report.findings:
+        print(report.render_text())
+    print(report.summary(), file=sys.stderr)
+    return report.exit_code
+
+
 # parser ------------------------------------------------------------------------------
 def _add_dsn(p: argparse.ArgumentParser, *, explicit: bool = False) -> None:
     p.add_argument(
@@ -317,7 +330,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--to", default="head", help="001…004 or head")
     p.add_argument("--sql", action="store_true", help="render the SQL without connecting")
     p.add_argument("--lock-timeout", default="5s")
-    p.add_argument("--statement-timeout", default="0", help="0 = no limit")
+    p.add_argument("--statement-timeout", default="60m", help="per statement (0 = no limit)")
     p.add_argument("--retries", type=int, default=3, help="retries after the first attempt")
     p.add_argument("--force", action="store_true", help="upgrade even with older hosts connected")
     p.add_argument("--json", action="store_true")
@@ -363,6 +376,20 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--json", action="store_true")
     p.set_defaults(handler=cmd_rehearse)
+
+    p = sub.add_parser(
+        "lint",
+        help="the migration safety gate: squawk's rules and queueguard's own (docs/lint.md)",
+    )
+    p.add_argument(
+        "paths",
+        nargs="*",
+        metavar="PATH",
+        help="migration directories, step files, audit queries or .sql files "
+        "(default: the packaged migrations/ and audit_queries/)",
+    )
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(handler=cmd_lint)
     return parser
 
 

@@ -116,7 +116,7 @@ def upgrade(
     *,
     to: str = "head",
     lock_timeout_ms: int = 5000,
-    statement_timeout_ms: int = 0,
+    statement_timeout_ms: int = 3_600_000,
     retries: int = 3,
     force: bool = False,
     progress: bool = True,

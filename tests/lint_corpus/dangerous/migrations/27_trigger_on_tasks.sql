@@ -1,0 +1,8 @@
+-- expect: migration.hot_path_trigger
+-- The pgflow review's keep_task_queue_name trigger, on our hot table.
+SET lock_timeout = '5s';
+SET statement_timeout = '60s';
+CREATE TRIGGER keep_task_queue_name
+AFTER UPDATE ON tasks
+REFERENCING OLD TABLE AS old_tasks NEW TABLE AS new_tasks
+FOR EACH STATEMENT EXECUTE FUNCTION keep_task_queue_name();
