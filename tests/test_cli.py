@@ -203,3 +203,20 @@ def test_parse_duration_ms_rejects_garbage(text: str) -> None:
     with pytest.raises(UsageError) as err:
         parse_duration_ms(text)
     assert err.value.exit_code == 2
+
+
+def test_every_command_has_help_with_an_example(capsys: pytest.CaptureFixture[str]) -> None:
+    from queueguard.cli import EXAMPLES, build_parser
+
+    parser = build_parser()
+    commands = parser._subparsers._group_actions[0].choices  # type: ignore[union-attr]
+    assert set(commands) == set(EXAMPLES)
+    for name in commands:
+        assert main([name, "--help"]) == 0
+        out = capsys.readouterr().out
+        assert "example:" in out and f"queueguard {name}" in out, name
+
+
+def test_version(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["--version"]) == 0
+    assert capsys.readouterr().out.startswith("queueguard 0.4")

@@ -155,7 +155,11 @@ def cmd_verify(args: argparse.Namespace) -> int:
     from queueguard import pgsource, verify
 
     admin = args.dsn or pgsource.server_dsn()
-    report = verify.verify(admin, args.fixture or None)
+
+    def progress(line: str) -> None:
+        print(f"verify: {line}", file=sys.stderr, flush=True)
+
+    report = verify.verify(admin, args.fixture or None, progress=None if args.json else progress)
     if args.json:
         _emit_json(report.as_json())
     else:
@@ -289,6 +293,30 @@ def cmd_lint(args: argparse.Namespace) -> int:
 
 
 # parser ------------------------------------------------------------------------------
+#: One example per command, shown at the end of its --help.
+EXAMPLES = {
+    "demo": "queueguard demo --json",
+    "status": 'queueguard status --dsn "$DSN"',
+    "inspect": 'queueguard inspect order-42 --namespace default --dsn "$DSN"',
+    "db": "queueguard db url",
+    "upgrade": 'queueguard upgrade --dsn "$DSN" --lock-timeout 2s --retries 5\n'
+    "  queueguard upgrade --sql > upgrade.sql",
+    "preflight": 'queueguard preflight --dsn "$DSN" --fail-on warning --json',
+    "verify": "queueguard verify --fixture v0.3",
+    "fixtures": 'queueguard fixtures load v0.3 --dsn "$DSN"',
+    "snapshot": "queueguard snapshot import backup.json          # validate only\n"
+    '  queueguard snapshot import backup.json --dsn "$DSN"',
+    "rehearse": 'queueguard rehearse --dsn "$PROD_DSN" --scratch-dsn "$SCRATCH_DSN"',
+    "lint": "queueguard lint migrations/ --json",
+}
+
+
+def _add_examples(sub: Any) -> None:
+    for name, command in sub.choices.items():
+        command.formatter_class = argparse.RawDescriptionHelpFormatter
+        command.epilog = f"example:\n  {EXAMPLES[name]}"
+
+
 def _add_dsn(p: argparse.ArgumentParser, *, explicit: bool = False) -> None:
     p.add_argument(
         "--dsn",
@@ -390,6 +418,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--json", action="store_true")
     p.set_defaults(handler=cmd_lint)
+    _add_examples(sub)
     return parser
 
 

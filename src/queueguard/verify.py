@@ -219,16 +219,29 @@ def verify(
     admin_dsn: str,
     names: list[str] | None = None,
     preflight: Callable[[str], tuple[bool, str]] | None = _default_preflight,
+    progress: Callable[[str], None] | None = None,
 ) -> VerifyReport:
-    """Run upgrade CI against the named fixtures (all by default) on the server at admin_dsn."""
+    """Run upgrade CI against the named fixtures (all by default) on the server at admin_dsn.
+
+    `progress` receives one line as each fixture finishes (the CLI prints them on stderr).
+    """
     started = time.monotonic()
     fixtures = [get(n) for n in names] if names else all_fixtures()
     scratch = _Scratch(admin_dsn)
+    tell = progress or (lambda _line: None)
     try:
         fresh = scratch.create()
         upgrade(fresh, progress=False)
         fresh_catalog = _catalog(fresh)
-        results = [verify_fixture(f, scratch, fresh_catalog, preflight) for f in fixtures]
+        results = []
+        for n, fixture in enumerate(fixtures, start=1):
+            result = verify_fixture(fixture, scratch, fresh_catalog, preflight)
+            results.append(result)
+            tell(
+                f"[{n}/{len(fixtures)}] {fixture.name}: {'ok' if result.ok else 'FAILED'} "
+                f"({result.elapsed_ms} ms)"
+            )
+        tell("compatibility matrix: migrating a scratch database through every revision")
         matrix = compat.matrix_on_server(admin_dsn, create=scratch.create, drop=lambda _: None)
     finally:
         scratch.drop_all()
