@@ -1120,3 +1120,16 @@ def test_alembic_command_line_upgrades_an_empty_database(empty_db: str, head_db:
     assert revision(empty_db) == "004"
     assert len(rows(empty_db, "SELECT * FROM queueguard_migrations")) == 4
     assert_same_catalog(catalog.introspect(head_db), catalog.introspect(empty_db), "alembic CLI")
+
+
+def test_tables_without_a_version_table_are_refused(empty_db: str) -> None:
+    from queueguard.db import connection
+    from queueguard.errors import UnknownSchema
+
+    with connection(empty_db) as conn:
+        conn.execute("CREATE TABLE tasks (id int)")
+        conn.commit()
+    with pytest.raises(UnknownSchema, match="no queueguard_version"):
+        upgrade(empty_db, progress=False)
+    with connection(empty_db) as conn:
+        assert conn.execute("SELECT to_regclass('queueguard_version')").fetchone() == (None,)

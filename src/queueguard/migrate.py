@@ -124,6 +124,8 @@ def upgrade(
 ) -> UpgradeReport:
     """Upgrade the database at `dsn` to `to`; see the module docstring."""
     target = resolve_target(to)
+    if retries < 0:
+        raise UsageError(f"--retries takes a number of retries >= 0, got {retries}")
     manifest.require_intact()
     started = time.monotonic()
     engine = engine_for(dsn)
@@ -141,6 +143,15 @@ def upgrade(
                 f"{VERSION_TABLE} holds revision {before!r}, which this release does not know "
                 "(001-004): refusing to upgrade (preflight reports schema.revision_unknown)"
             )
+        if before is None:
+            found = conn.exec_driver_sql(Q["our_tables"]).scalar()
+            conn.commit()
+            if found:
+                raise UnknownSchema(
+                    f"the database has queueguard tables ({found}) but no {VERSION_TABLE} "
+                    "table, so its revision is unknown: refusing to upgrade (restore the "
+                    "version table or load the database into an empty one)"
+                )
         report = UpgradeReport(target=target, before=before, after=before)
         if before is not None and before >= target:
             report.elapsed_ms = int((time.monotonic() - started) * 1000)

@@ -167,6 +167,8 @@ def _set_local(cur: Cursor, target: str, limits: Limits) -> None:
         # If this client stalls between statements, the server ends the session (and its
         # ACCESS SHARE locks) instead of holding them for ever.
         ("idle_in_transaction_session_timeout", f"{idle_ms}ms"),
+        # One backend, no parallel workers: the audit uses at most one CPU of the server.
+        ("max_parallel_workers_per_gather", "0"),
         ("queueguard.samples", str(limits.samples)),
         ("queueguard.target", target),
         ("queueguard.protocol", str(PROTOCOL)),
@@ -176,7 +178,12 @@ def _set_local(cur: Cursor, target: str, limits: Limits) -> None:
 
 
 def _run(cur: Cursor, target: str, limits: Limits) -> tuple[str | None, list[Finding]]:
-    tables = frozenset(row[0] for row in cur.execute(Q["tables"]).fetchall())
+    names, failure = _guarded(
+        cur, "pg_catalog", limits, lambda: [r[0] for r in cur.execute(Q["tables"])]
+    )
+    if failure is not None or names is None:
+        return None, [failure] if failure is not None else []
+    tables = frozenset(names)
     versions: list[str] | None = None
     if schema.VERSION_TABLE in tables:
         read, failure = _guarded(

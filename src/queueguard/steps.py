@@ -82,6 +82,8 @@ def _guard(revision: str, offline: bool) -> None:
     with _raw().cursor() as cursor:
         for query in queries:
             blocking += [f for f in audit.run(cursor, query) if f.blocking]
+            if blocking and query.kind == "schema":
+                break  # later checks rely on the schema contract: refuse naming it
     if blocking:
         raise MigrationRefused(revision, blocking)
     _progress(

@@ -26,3 +26,11 @@ ORDER BY t.physical_queue;
 
 -- name: queue_count
 SELECT count(*) FROM task_queues;
+
+-- name: our_tables
+-- Tables of a released schema in a database without a version table (unknown revision).
+SELECT string_agg(tablename, ', ' ORDER BY tablename)
+FROM pg_tables
+WHERE schemaname = current_schema()
+  AND tablename IN ('executions', 'scheduled_tasks', 'tasks', 'task_queue_user_data',
+                    'task_queues', 'runtime_protocol', 'queueguard_migrations');
