@@ -220,3 +220,20 @@ def test_every_command_has_help_with_an_example(capsys: pytest.CaptureFixture[st
 def test_version(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["--version"]) == 0
     assert capsys.readouterr().out.startswith("queueguard 0.4")
+
+
+def test_colours_only_on_a_tty(monkeypatch: pytest.MonkeyPatch) -> None:
+    import io
+
+    from queueguard.style import paint, wants_color
+
+    class Tty(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    assert not wants_color(io.StringIO())
+    monkeypatch.delenv("NO_COLOR", raising=False)
+    assert wants_color(Tty())
+    monkeypatch.setenv("NO_COLOR", "1")
+    assert not wants_color(Tty())
+    assert paint("x", "red", False) == "x" and paint("x", "red", True) == "\033[31mx\033[0m"

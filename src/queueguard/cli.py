@@ -16,6 +16,7 @@ from typing import Any
 from queueguard import PROTOCOL, __version__
 from queueguard.dsn import redact
 from queueguard.errors import QueueguardError, UsageError
+from queueguard.style import wants_color
 
 Handler = Callable[[argparse.Namespace], int]
 
@@ -163,7 +164,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
     if args.json:
         _emit_json(report.as_json())
     else:
-        print(verify.render(report))
+        print(verify.render(report, color=wants_color(sys.stdout)))
     return 0 if report.ok else 1
 
 
@@ -275,7 +276,7 @@ def cmd_preflight(args: argparse.Namespace) -> int:
     if args.json:
         _emit_json(report.as_json())
     else:
-        print(render_text(report, args.fail_on))
+        print(render_text(report, args.fail_on, color=wants_color(sys.stdout)))
     return report.exit_code(args.fail_on)
 
 

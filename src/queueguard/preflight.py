@@ -36,6 +36,7 @@ from queueguard.dsn import redact
 from queueguard.errors import ConnectionFailed, UsageError
 from queueguard.migrate import REVISIONS, resolve_target
 from queueguard.sqlfiles import queries
+from queueguard.style import SEVERITY, paint
 
 APPLICATION_NAME = "queueguard-preflight"
 FAIL_ON = ("blocking", "warning")
@@ -368,13 +369,16 @@ def summary(report: PreflightReport, fail_on: str = "blocking") -> str:
     )
 
 
-def render_text(report: PreflightReport, fail_on: str = "blocking", width: int = 160) -> str:
+def render_text(
+    report: PreflightReport, fail_on: str = "blocking", width: int = 160, color: bool = False
+) -> str:
     """A human report: one block per finding with its message and bounded samples."""
     at = report.revision or "unknown"
     lines = [f"preflight: revision {at}, target {report.target}, {report.elapsed_ms} ms"]
     for f in report.findings:
         where = f" on {f.object}" if f.object else ""
-        lines.append(f"{f.severity.upper():8} {f.code}{where}: {f.count}")
+        label = paint(f"{f.severity.upper():8}", SEVERITY.get(f.severity, "bold"), color)
+        lines.append(f"{label} {f.code}{where}: {f.count}")
         if f.message:
             lines.append(f"         {f.message}")
         for sample in f.samples:

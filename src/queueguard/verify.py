@@ -24,6 +24,7 @@ from queueguard.checksums import table_checksums
 from queueguard.db import connection
 from queueguard.golden import Fixture, all_fixtures, get, load
 from queueguard.migrate import REVISIONS, upgrade
+from queueguard.style import paint
 
 
 @dataclass
@@ -248,12 +249,15 @@ def verify(
     return VerifyReport(results, int((time.monotonic() - started) * 1000), matrix)
 
 
-def render(report: VerifyReport) -> str:
+def render(report: VerifyReport, color: bool = False) -> str:
     names = [c.name for c in report.results[0].checks] if report.results else []
     header = f"{'fixture':8} {'rev':4} " + " ".join(f"{n:10}" for n in names) + "   ms"
     lines = [header, "-" * len(header)]
     for r in report.results:
-        cells = " ".join(f"{'ok' if c.ok else 'FAIL':10}" for c in r.checks)
+        cells = " ".join(
+            paint(f"{'ok':10}", "green", color) if c.ok else paint(f"{'FAIL':10}", "red", color)
+            for c in r.checks
+        )
         lines.append(f"{r.fixture:8} {r.revision:4} {cells} {r.elapsed_ms:5}")
     for r in report.results:
         for c in r.checks:
@@ -271,6 +275,10 @@ def render(report: VerifyReport) -> str:
         )
     if report.compatibility is not None:
         lines.append("\n" + report.compatibility.render())
-    verdict = "all fixtures upgrade to the golden state" if report.ok else "VERIFY FAILED"
+    verdict = (
+        paint("all fixtures upgrade to the golden state", "green", color)
+        if report.ok
+        else paint("VERIFY FAILED", "red", color)
+    )
     lines.append(f"\n{verdict} ({report.elapsed_ms} ms)")
     return "\n".join(lines)
