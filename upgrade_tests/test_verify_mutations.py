@@ -1,0 +1,75 @@
+"""`queueguard verify` catches a migration that loses a row or changes a payload.
+
+Each test mutates a copy of the migration set (never the real one), points queueguard at the
+copy, and expects verify to fail with a readable diff against the golden state.
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from queueguard import alembic_support, compat, manifest, pgsource
+from queueguard.resources import migrations_dir
+from queueguard.verify import render, verify
+
+DROP_ONE_RELOCATED_ROW = """
+-- mutation: lose the last relocated row of the first destination
+DELETE FROM tasks t
+USING (SELECT destination, base_id + moved AS last_id FROM relocation
+       ORDER BY destination LIMIT 1) r
+WHERE t.physical_queue = r.destination AND t.task_id = r.last_id;
+"""
+
+CHANGE_ONE_PAYLOAD = """
+-- mutation: change one kept payload beyond the directive
+UPDATE tasks SET data = jsonb_set(data, '{task,attempt}', '2')
+WHERE (physical_queue, task_id) = (SELECT physical_queue, min(task_id) FROM tasks
+                                   GROUP BY physical_queue ORDER BY physical_queue LIMIT 1);
+"""
+
+
+@pytest.fixture
+def mutated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
+    """A copy of the migration set that queueguard uses instead of the shipped one."""
+    root = tmp_path / "migrations"
+    shutil.copytree(migrations_dir(), root)
+    for module in (alembic_support, manifest, compat):
+        monkeypatch.setattr(module, "migrations_dir", lambda: root)
+    yield root
+
+
+def _mutate(root: Path, step: str, sql: str) -> None:
+    path = root / "sql" / "004" / step
+    path.write_text(path.read_text() + sql)
+    manifest.write(root)  # a deliberate edit: the tamper check is not what is tested here
+
+
+@pytest.mark.parametrize(
+    ("step", "sql", "expect"),
+    [
+        ("03_relocate.sql", DROP_ONE_RELOCATED_ROW, '-     "taskId": 8'),
+        ("02_directives.sql", CHANGE_ONE_PAYLOAD, '+       "attempt": 2,'),
+    ],
+    ids=["relocated-row-lost", "payload-changed"],
+)
+def test_verify_fails_with_a_readable_diff(
+    mutated: Path, queueguard_server: str, step: str, sql: str, expect: str
+) -> None:
+    _mutate(mutated, step, sql)
+    report = verify(queueguard_server, ["v0.3"], preflight=None)
+    assert not report.ok
+    golden = next(c for c in report.results[0].checks if c.name == "golden")
+    assert not golden.ok
+    assert golden.detail.startswith("--- golden\n+++ upgraded")
+    assert expect in golden.detail.splitlines(), golden.detail
+    assert "VERIFY FAILED" in render(report)
+
+
+def test_unmutated_copy_passes(mutated: Path, queueguard_server: str) -> None:
+    report = verify(queueguard_server, ["v0.3"], preflight=None)
+    assert report.ok, render(report)
+    assert pgsource.dbname_of(queueguard_server) == "postgres"
