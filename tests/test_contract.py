@@ -214,3 +214,20 @@ def test_checkpoint_rejects_ack_beyond_last_task_id(new_store: StoreFactory) -> 
     with pytest.raises(ValueError):
         store.checkpoint(Q, state.range_id, 5)
     assert store.task_ids(Q) == [1]
+
+
+def test_load_refuses_when_the_protocol_table_vanishes(head_db: str) -> None:
+    """The handshake in the load transaction, not only at startup."""
+    import psycopg
+
+    from queueguard.errors import ProtocolMismatch
+
+    store = PostgresStore(head_db, host_id="vanish")
+    try:
+        with psycopg.connect(head_db, autocommit=True) as admin:
+            admin.execute("DROP TABLE runtime_protocol")
+        with pytest.raises(ProtocolMismatch, match="queueguard status"):
+            store.load_queue(Q)
+        assert store.queue_state(Q) is None  # the load wrote nothing
+    finally:
+        store.close()

@@ -85,7 +85,10 @@ class ProtocolMismatch(QueueguardError):
     def __init__(self, worker: int, schema_min: int | None, schema_max: int | None) -> None:
         self.worker, self.schema_min, self.schema_max = worker, schema_min, schema_max
         if schema_min is None or schema_max is None:
-            remedy = "the runtime_protocol table is missing or not exactly one row"
+            remedy = (
+                "the runtime_protocol table is missing or does not hold exactly one row "
+                "(inspect with queueguard status and queueguard preflight)"
+            )
         elif worker < schema_min:
             remedy = "upgrade this worker (the schema is newer)"
         else:

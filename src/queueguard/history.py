@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -68,11 +68,42 @@ class FaultyHistory:
     def set_status(self, run_id: str, status: str) -> None:
         self.inner.set_status(run_id, status)
 
-    def record_task_started(self, run_id: str, scheduled_event_id: int) -> StartOutcome:
+    def _fails(self, run_id: str, scheduled_event_id: int) -> bool:
         with self._lock:
             if self._fail_next > 0:
                 self._fail_next -= 1
-                return StartOutcome.RETRYABLE
-        if self._should_fail is not None and self._should_fail(run_id, scheduled_event_id):
+                return True
+        return self._should_fail is not None and self._should_fail(run_id, scheduled_event_id)
+
+    def record_task_started(self, run_id: str, scheduled_event_id: int) -> StartOutcome:
+        if self._fails(run_id, scheduled_event_id):
             return StartOutcome.RETRYABLE
         return self.inner.record_task_started(run_id, scheduled_event_id)
+
+    def record_tasks_started(self, identities: Sequence[tuple[str, int]]) -> list[StartOutcome]:
+        """Faults are decided per item, in order; the rest go to History in one call."""
+        failed = [self._fails(run_id, event) for run_id, event in identities]
+        passed = [i for i, f in zip(identities, failed, strict=True) if not f]
+        answers = iter(self.inner.record_tasks_started(passed) if passed else [])
+        return [StartOutcome.RETRYABLE if f else next(answers) for f in failed]
+
+
+def dedupe_starts(
+    identities: Sequence[tuple[str, int]],
+    record: Callable[[list[tuple[str, int]]], list[StartOutcome]],
+) -> list[StartOutcome]:
+    """Ask `record` once per distinct identity and answer repeats as a one-by-one History
+    would: already-started after a start (or an already-started), obsolete after obsolete."""
+    first: dict[tuple[str, int], int] = {}
+    for identity in identities:
+        first.setdefault(identity, len(first))
+    answers = record(list(first)) if first else []
+    out: list[StartOutcome] = []
+    seen: set[tuple[str, int]] = set()
+    for identity in identities:
+        answer = answers[first[identity]]
+        if identity in seen and answer is StartOutcome.STARTED:
+            answer = StartOutcome.ALREADY_STARTED
+        seen.add(identity)
+        out.append(answer)
+    return out

@@ -3,17 +3,25 @@
 One backlog manager per physical queue (per version and task type): loading or reloading one
 never takes another. A task that arrives while a poller waits is sync-matched: History
 records the start and the poller gets it with no write to `tasks`.
+
+Batching (see `backlog`): `spool_batch`/`spool_linger` group concurrent `add_task` spools
+into one append, `checkpoint_every`/`checkpoint_interval` batch checkpoints (a flusher thread
+saves a quiet queue's progress every interval; `unload`/`shutdown` flush), and `poll_batch`
+records up to N starts in one History call. The defaults are the seed's one-by-one path.
+Pollers dispatch concurrently: History is never asked under a lock.
 """
 
 from __future__ import annotations
 
 import itertools
+import logging
 import threading
+import weakref
 from collections import deque
 from dataclasses import dataclass, field
 
 from queueguard.backlog import BacklogManager
-from queueguard.errors import NotOwner
+from queueguard.errors import NotOwner, QueueguardError
 from queueguard.history import task_identity
 from queueguard.keys import PhysicalQueue
 from queueguard.membership import StaticMembership
@@ -42,6 +50,9 @@ class AddResult:
     outcome: StartOutcome | None = None
 
 
+log = logging.getLogger(__name__)
+
+
 class Matching:
     """A Matching host: loads queues it owns, spools, polls, dispatches, checkpoints."""
 
@@ -52,17 +63,27 @@ class Matching:
         membership: StaticMembership | None = None,
         *,
         checkpoint_every: int = 1,
+        checkpoint_interval: float | None = None,
+        spool_batch: int = 1,
+        spool_linger: float = 0.0,
+        read_batch: int = 1000,
         history: History | None = None,
     ) -> None:
         self.store, self.host_id, self.membership = store, host_id, membership
         # A History other than the store's (e.g. FaultyHistory) injects faults in tests.
         self.history = history if history is not None else store.history
         self.checkpoint_every = checkpoint_every
+        self.checkpoint_interval = checkpoint_interval
+        self.spool_batch, self.spool_linger = spool_batch, spool_linger
+        self.read_batch = read_batch
         self._managers: dict[PhysicalQueue, BacklogManager] = {}
         self._waiters: dict[PhysicalQueue, deque[_Waiter]] = {}
         self._generation = itertools.count(1)
         self._lock = threading.RLock()
+        self._stop_flusher = threading.Event()
         store.check_protocol()  # startup handshake before anything is loaded
+        if checkpoint_interval is not None:
+            _start_flusher(self, checkpoint_interval)
 
     # ownership -------------------------------------------------------------------------
     def owns(self, queue: PhysicalQueue) -> bool:
@@ -82,7 +103,11 @@ class Matching:
                 queue,
                 self.history,
                 generation=next(self._generation),
+                read_batch=self.read_batch,
                 checkpoint_every=self.checkpoint_every,
+                checkpoint_interval=self.checkpoint_interval,
+                spool_batch=self.spool_batch,
+                spool_linger=self.spool_linger,
                 on_unload=self._forget,
             )
             mgr.load()
@@ -109,13 +134,45 @@ class Matching:
         with self._lock:
             self.membership = membership
             lost = [q for q in self._managers if not self.owns(q)]
+        errors: list[BaseException] = []
         for queue in lost:
-            self.unload(queue)
+            try:
+                self.unload(queue)  # flushes; a failed flush still unloads
+            except Exception as exc:
+                errors.append(exc)
+        if errors:
+            raise errors[0]
         return lost
 
     def shutdown(self) -> None:
+        """Stop the flusher and unload every queue (each flushes its handled prefix)."""
+        self._stop_flusher.set()
+        errors: list[BaseException] = []
         for queue in self.loaded():
-            self.unload(queue)
+            try:
+                self.unload(queue)
+            except Exception as exc:  # unload the others all the same
+                errors.append(exc)
+        if errors:
+            raise errors[0]
+
+    def flush(self) -> None:
+        """Checkpoint every loaded queue's handled prefix now."""
+        with self._lock:
+            managers = list(self._managers.values())
+        for mgr in managers:
+            mgr.checkpoint()
+
+    def _tick(self) -> None:
+        with self._lock:
+            managers = list(self._managers.values())
+        for mgr in managers:
+            try:
+                mgr.tick()
+            except QueueguardError as exc:  # fenced (the manager unloaded) or unloaded
+                log.info("interval checkpoint of %s: %s", mgr.queue.key, exc)
+            except Exception:  # the database may be away for a while: try next interval
+                log.warning("interval checkpoint of %s failed", mgr.queue.key, exc_info=True)
 
     # tasks ----------------------------------------------------------------------------
     def add_task(self, queue: PhysicalQueue, data: JSON) -> AddResult:
@@ -143,9 +200,27 @@ class Matching:
 
     def poll(self, queue: PhysicalQueue, timeout: float = 0.0) -> Delivery | None:
         """The next dispatched task: from the backlog first, else wait for a sync match."""
-        delivery = self._poll_backlog(queue)
-        if delivery is not None or timeout <= 0:
-            return delivery
+        found = self._poll_backlog(queue, 1)
+        if found:
+            return found[0]
+        if timeout <= 0:
+            return None
+        return self._wait_for_sync_match(queue, timeout)
+
+    def poll_batch(
+        self, queue: PhysicalQueue, max_tasks: int, timeout: float = 0.0
+    ) -> list[Delivery]:
+        """Up to `max_tasks` dispatched tasks from the backlog, their starts recorded in one
+        History call; with none stored, wait up to `timeout` for one sync match."""
+        if max_tasks < 1:
+            raise ValueError("max_tasks must be >= 1")
+        found = self._poll_backlog(queue, max_tasks)
+        if found or timeout <= 0:
+            return found
+        delivery = self._wait_for_sync_match(queue, timeout)
+        return [delivery] if delivery is not None else []
+
+    def _wait_for_sync_match(self, queue: PhysicalQueue, timeout: float) -> Delivery | None:
         waiter = _Waiter()
         with self._lock:
             self._waiters.setdefault(queue, deque()).append(waiter)
@@ -163,22 +238,29 @@ class Matching:
             if waiter.event.wait(0.01):
                 return waiter.delivery
 
-    def _poll_backlog(self, queue: PhysicalQueue) -> Delivery | None:
+    def _poll_backlog(self, queue: PhysicalQueue, limit: int) -> list[Delivery]:
+        """Claim pending tasks (lowest ids first) and record their starts until one is
+        delivered or nothing is left. Already-started/obsolete are acked and skipped; a
+        retryable one is set aside for this poll and tried first by the next, so a task that
+        keeps failing never hides the tasks stored behind it."""
         mgr = self.manager(queue)
-        with self._lock:
-            batch = mgr.pending()
-            while True:
-                for task_id in batch:
-                    task = mgr.task(task_id)
-                    outcome = mgr.dispatch(task_id)
+        deliveries: list[Delivery] = []
+        retry: list[int] = []
+        try:
+            while not deliveries:
+                claimed = mgr.claim(limit)
+                if not claimed:
+                    break
+                outcomes = mgr.dispatch_claimed(claimed)
+                for task, outcome in zip(claimed, outcomes, strict=True):
                     if outcome is StartOutcome.STARTED:
-                        return Delivery(queue, task_id, task.data)
-                    # already-started/obsolete were acked; retryable stays pending: try the next
-                # Nothing deliverable among the tasks read so far: read further, so a task that
-                # keeps failing retryably never hides the tasks stored behind it.
-                batch = [t.task_id for t in mgr.read()]
-                if not batch:
-                    return None
+                        deliveries.append(Delivery(queue, task.task_id, task.data))
+                    elif not outcome.acks:
+                        retry.append(task.task_id)
+        finally:
+            if retry:
+                mgr.release(retry)
+        return deliveries
 
     def _take_waiter(self, queue: PhysicalQueue) -> _Waiter | None:
         with self._lock:
@@ -188,3 +270,21 @@ class Matching:
     def _return_waiter(self, queue: PhysicalQueue, waiter: _Waiter) -> None:
         with self._lock:
             self._waiters.setdefault(queue, deque()).appendleft(waiter)
+
+
+def _start_flusher(matching: Matching, interval: float) -> None:
+    """A daemon thread that saves quiet queues' progress every `interval` seconds. It holds
+    only a weak reference, so it ends with `shutdown()` or when the Matching is collected."""
+    ref = weakref.ref(matching)
+    stop = matching._stop_flusher
+
+    def run() -> None:
+        while not stop.wait(interval):
+            current = ref()
+            if current is None:
+                return
+            current._tick()
+            del current
+
+    name = f"queueguard-flusher-{matching.host_id}"
+    threading.Thread(target=run, name=name, daemon=True).start()

@@ -90,6 +90,10 @@ class MemoryHistory:
             task.started_at = datetime.now(UTC).strftime(TIMESTAMP_FORMAT)
             return StartOutcome.STARTED
 
+    def record_tasks_started(self, identities: Sequence[tuple[str, int]]) -> list[StartOutcome]:
+        with self._db.lock:  # one atomic step, answers as if asked one by one
+            return [self.record_task_started(run_id, event) for run_id, event in identities]
+
 
 class MemoryStore:
     """A Store over a MemoryDatabase; several stores may share one database."""

@@ -21,6 +21,7 @@ from queueguard.errors import (
     StaleRangeError,
     UserDataConflict,
 )
+from queueguard.history import dedupe_starts
 from queueguard.keys import PhysicalQueue
 from queueguard.sqlfiles import queries
 from queueguard.store import (
@@ -42,7 +43,7 @@ def check_protocol(conn: Conn, protocol: int = PROTOCOL) -> None:
     try:
         rows = conn.execute(Q["protocol"]).fetchall()
     except psycopg.errors.UndefinedTable:
-        conn.rollback()
+        # the caller's transaction (or connection) is aborted and rolled back by its owner
         raise ProtocolMismatch(protocol, None, None) from None
     if len(rows) != 1:
         raise ProtocolMismatch(protocol, None, None)
@@ -85,17 +86,39 @@ class PostgresHistory:
             conn.execute(Q["set_status"], {"run_id": run_id, "status": status})
 
     def record_task_started(self, run_id: str, scheduled_event_id: int) -> StartOutcome:
-        try:
-            uuid.UUID(run_id)
-        except (ValueError, TypeError, AttributeError):
+        if not _is_uuid(run_id):
             return StartOutcome.OBSOLETE  # History knows runs by uuid only
-        with self._store.transaction() as conn:
+        with self._store.statement() as conn:  # one statement: its own transaction
             row = conn.execute(
                 Q["record_task_started"],
                 {"run_id": run_id, "scheduled_event_id": scheduled_event_id},
             ).fetchone()
         assert row is not None
         return StartOutcome(row[0])
+
+    def record_tasks_started(self, identities: Sequence[tuple[str, int]]) -> list[StartOutcome]:
+        """One statement (one transaction) for the whole batch."""
+        if len(identities) == 1:
+            return [self.record_task_started(*identities[0])]
+        return dedupe_starts(identities, self._record_distinct)
+
+    def _record_distinct(self, identities: list[tuple[str, int]]) -> list[StartOutcome]:
+        valid = [(r, e) for r, e in identities if _is_uuid(r)]
+        answers: dict[tuple[str, int], StartOutcome] = {}
+        if valid:
+            params = {"run_ids": [r for r, _ in valid], "event_ids": [e for _, e in valid]}
+            with self._store.statement() as conn:
+                rows = conn.execute(Q["record_tasks_started"], params).fetchall()
+            answers = {i: StartOutcome(row[0]) for i, row in zip(valid, rows, strict=True)}
+        return [answers.get(i, StartOutcome.OBSOLETE) for i in identities]
+
+
+def _is_uuid(run_id: object) -> bool:
+    try:
+        uuid.UUID(run_id)  # type: ignore[arg-type]
+    except (ValueError, TypeError, AttributeError):
+        return False
+    return True
 
 
 class PostgresStore:
@@ -120,6 +143,9 @@ class PostgresStore:
             kwargs={
                 "application_name": self.application_name,
                 "connect_timeout": CONNECT_TIMEOUT_S,
+                # single statements run as their own transaction (one round trip);
+                # multi-statement work goes through transaction() (BEGIN … COMMIT)
+                "autocommit": True,
             },
             open=False,
             name=f"queueguard-{host_id}",
@@ -134,6 +160,13 @@ class PostgresStore:
     def transaction(self) -> Iterator[Conn]:
         """One transaction on a pooled connection; rolled back on any error."""
         with self._pool.connection() as conn, conn.transaction():
+            yield conn
+
+    @contextmanager
+    def statement(self) -> Iterator[Conn]:
+        """A pooled autocommit connection for ONE statement, which is its own transaction
+        (atomic, one round trip instead of BEGIN, statement, COMMIT)."""
+        with self._pool.connection() as conn:
             yield conn
 
     def check_protocol(self) -> None:
@@ -152,28 +185,28 @@ class PostgresStore:
         return StaleRangeError(queue.key, range_id, row[0] if row else None)
 
     def append(self, queue: PhysicalQueue, range_id: int, payloads: Sequence[JSON]) -> list[int]:
-        docs = [Jsonb(require_json_object(p)) for p in payloads]
+        docs = [require_json_object(p) for p in payloads]
         if not docs:
             return []
-        with self.transaction() as conn:
-            row = conn.execute(
-                Q["allocate_ids"], {"key": queue.key, "range_id": range_id, "n": len(docs)}
-            ).fetchone()
+        # one jsonb array document: a jsonb[] parameter would quote every element in Python
+        params = {"key": queue.key, "range_id": range_id, "n": len(docs), "payloads": Jsonb(docs)}
+        with self.statement() as conn:  # allocation and insert: one statement, one commit
+            row = conn.execute(Q["append_tasks"], params).fetchone()
             if row is None:
                 raise self._stale(conn, queue, range_id)
-            first = row[0] - len(docs) + 1
-            conn.execute(Q["insert_tasks"], {"key": queue.key, "first_id": first, "payloads": docs})
+        first, inserted = row
+        assert inserted == len(docs), (inserted, len(docs))
         return list(range(first, first + len(docs)))
 
     def read(self, queue: PhysicalQueue, above: int, limit: int) -> list[Task]:
-        with self.transaction() as conn:
+        with self.statement() as conn:
             rows = conn.execute(
                 Q["read_tasks"], {"key": queue.key, "above": above, "limit": limit}
             ).fetchall()
         return [Task(task_id, data) for task_id, data in rows]
 
     def checkpoint(self, queue: PhysicalQueue, range_id: int, ack_level: int) -> None:
-        with self.transaction() as conn:
+        with self.statement() as conn:  # save + delete: one statement, one commit
             row = conn.execute(
                 Q["checkpoint"],
                 {"key": queue.key, "range_id": range_id, "ack_level": ack_level},

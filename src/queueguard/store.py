@@ -77,6 +77,11 @@ class History(Protocol):
 
     def record_task_started(self, run_id: str, scheduled_event_id: int) -> StartOutcome: ...
 
+    def record_tasks_started(self, identities: Sequence[tuple[str, int]]) -> list[StartOutcome]:
+        """RecordTaskStarted for several (runId, scheduledEventId) at once: one answer per
+        item, in order, exactly as if asked one by one in that order (a repeated identity
+        answers already-started after a start)."""
+
 
 class Store(Protocol):
     """Persistence of queues, tasks and user data (plus its History)."""

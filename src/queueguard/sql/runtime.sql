@@ -26,6 +26,22 @@ SELECT %(key)s, first_id + ord - 1, payload
 FROM unnest(%(payloads)s::jsonb[]) WITH ORDINALITY AS p(payload, ord),
      (SELECT %(first_id)s::bigint AS first_id) f;
 
+-- name: append_tasks
+-- The batched append in ONE statement (one round trip in autocommit): the range-checked id
+-- allocation and the insert of all n payloads (one jsonb array, in id order) commit together
+-- or not at all. Returns no row when the range is stale (and then inserts nothing).
+WITH allocated AS (
+    UPDATE task_queues SET last_task_id = last_task_id + %(n)s
+    WHERE physical_queue = %(key)s AND range_id = %(range_id)s
+    RETURNING last_task_id - %(n)s AS before
+), inserted AS (
+    INSERT INTO tasks (physical_queue, task_id, data)
+    SELECT %(key)s, a.before + p.ord, p.payload
+    FROM allocated a, jsonb_array_elements(%(payloads)s::jsonb) WITH ORDINALITY AS p(payload, ord)
+    RETURNING 1
+)
+SELECT a.before + 1 AS first_id, (SELECT count(*) FROM inserted) AS inserted FROM allocated a;
+
 -- name: current_range
 SELECT range_id FROM task_queues WHERE physical_queue = %(key)s;
 
@@ -105,3 +121,34 @@ SELECT CASE
     WHEN EXISTS (SELECT 1 FROM target WHERE status = 'running') THEN 'already-started'
     ELSE 'obsolete'
 END;
+
+-- name: record_tasks_started
+-- RecordTaskStarted for distinct (run, scheduled event) pairs in one statement: rows are
+-- locked in key order (no deadlock between concurrent batches), each pair gets the answer
+-- the single statement above would give, in input order.
+WITH input AS (
+    SELECT i.run_id, i.scheduled_event_id, i.ord
+    FROM unnest(%(run_ids)s::uuid[], %(event_ids)s::bigint[]) WITH ORDINALITY
+        AS i(run_id, scheduled_event_id, ord)
+), target AS (
+    SELECT s.run_id, s.scheduled_event_id, s.started_at, e.status
+    FROM scheduled_tasks s JOIN executions e USING (run_id)
+    WHERE (s.run_id, s.scheduled_event_id) IN (SELECT run_id, scheduled_event_id FROM input)
+    ORDER BY s.run_id, s.scheduled_event_id
+    FOR UPDATE OF s
+), started AS (
+    UPDATE scheduled_tasks s SET started_at = now()
+    FROM target t
+    WHERE s.run_id = t.run_id AND s.scheduled_event_id = t.scheduled_event_id
+      AND t.status = 'running' AND t.started_at IS NULL
+    RETURNING s.run_id, s.scheduled_event_id
+)
+SELECT CASE
+    WHEN st.run_id IS NOT NULL THEN 'started'
+    WHEN t.status = 'running' THEN 'already-started'
+    ELSE 'obsolete'
+END
+FROM input i
+LEFT JOIN target t ON t.run_id = i.run_id AND t.scheduled_event_id = i.scheduled_event_id
+LEFT JOIN started st ON st.run_id = i.run_id AND st.scheduled_event_id = i.scheduled_event_id
+ORDER BY i.ord;
