@@ -198,6 +198,8 @@ class Statement:
                 ast = sqlglot.parse_one(self.text, read=DIALECT)
             except SqlglotError as exc:
                 return None, str(exc).splitlines()[0], tuple(warnings)
+            except RecursionError:  # pathological nesting: not parseable, so not provable
+                return None, "nested too deeply for sqlglot to parse", tuple(warnings)
         if not isinstance(ast, exp.Expression):  # every concrete sqlglot node is one
             return None, f"sqlglot returned {type(ast).__name__}", tuple(warnings)
         return ast, None, tuple(warnings)
