@@ -57,10 +57,26 @@ def apply(revision: str) -> None:
                 while cursor.nextset():  # one result per statement of the step file
                     rows += max(cursor.rowcount, 0)
             _progress(f"{revision} {path.stem}: {rows} rows, {time.monotonic() - started:.2f}s")
+            if path.stem == RELOCATION_STEP.get(revision):
+                _report_relocation(revision)
         if path.name.startswith("00_"):
             _guard(revision, offline)
     if revision >= LEDGER_FROM:
         _record_ledger(revision, offline)
+
+
+#: The step after which each queue's relocation is reported (rows done / total).
+RELOCATION_STEP = {"004": "03_relocate"}
+
+
+def _report_relocation(revision: str) -> None:
+    with _raw().cursor() as cursor:
+        cursor.execute("SELECT source, destination, moved FROM relocation ORDER BY source")
+        moved = cursor.fetchall()
+    total, done = sum(m for _, _, m in moved), 0
+    for source, destination, rows in moved:
+        done += rows
+        _progress(f"{revision} relocated {done}/{total} rows: {source} -> {destination} ({rows})")
 
 
 def _raw() -> Any:
