@@ -22,6 +22,7 @@ from typing import Any
 
 from queueguard import catalog, pgserver, pgsource, relocation, snapshot, state
 from queueguard.db import connection
+from queueguard.dumps import normalise_dump
 from queueguard.keys import legacy_queue
 from queueguard.migrate import upgrade
 
@@ -271,21 +272,6 @@ FIXTURES: dict[str, dict[str, Any]] = {
 
 
 # building and dumping --------------------------------------------------------------------
-_DROP_LINE_PREFIXES = (
-    "\\restrict",
-    "\\unrestrict",
-    "-- Dumped from",
-    "-- Dumped by",
-    "SET transaction_timeout",
-)
-
-
-def normalise_dump(text: str) -> str:
-    """Drop lines that vary by pg_dump major or run (restrict keys, version banners)."""
-    lines = [ln for ln in text.splitlines() if not ln.startswith(_DROP_LINE_PREFIXES)]
-    return "\n".join(lines).strip() + "\n"
-
-
 def pg_dump(dsn: str) -> str:
     params = dict(p.split("=", 1) for p in dsn.split())  # our key=value DSNs, no quoting
     tool = pgserver.embedded_bin_dir() / "pg_dump"

@@ -19,6 +19,8 @@ from psycopg.conninfo import conninfo_to_dict
 
 from queueguard import pgserver, pgsource, schema, state
 from queueguard.db import connection
+from queueguard.dsn import redact
+from queueguard.dumps import normalise_dump
 from queueguard.errors import QueueguardError
 from queueguard.keys import AUTO_VERSION
 from queueguard.migrate import upgrade
@@ -65,21 +67,35 @@ def _copy(source_dsn: str, scratch_admin: str) -> tuple[str, str]:
         raise
     except psycopg.Error:
         pass  # other sessions are connected or the scratch server is another server
-    target = pgsource.create_database(scratch_admin)
+    try:
+        target = pgsource.create_database(scratch_admin)
+    except psycopg.Error as exc:  # e.g. a role without CREATEDB
+        raise QueueguardError(
+            f"cannot create a scratch database for the rehearsal on {redact(scratch_admin)}: "
+            f"{redact(str(exc)).strip()}; pass --scratch-dsn, the admin DSN of a server where "
+            "you may create databases"
+        ) from None
     params = conninfo_to_dict(source_dsn)
     bindir = pgserver.embedded_bin_dir()
-    dump = subprocess.run(
+    dump = subprocess.run(  # no check=True: CalledProcessError would quote the DSN
         [str(bindir / "pg_dump"), "--no-owner", "--no-privileges", "-d", source_dsn],
-        check=True,
+        check=False,
         capture_output=True,
     )
+    if dump.returncode != 0:
+        pgsource.drop_database(scratch_admin, pgsource.dbname_of(target))
+        raise QueueguardError(
+            f"pg_dump of {params.get('dbname')} failed: "
+            f"{redact(dump.stderr.decode(errors='replace'))[-500:]}"
+        )
     restore = subprocess.run(
         [str(bindir / "psql"), "-v", "ON_ERROR_STOP=1", "-q", "-d", target],
-        input=dump.stdout,
+        input=normalise_dump(dump.stdout.decode()).encode(),  # loads on older majors too
         capture_output=True,
         check=False,
     )
     if restore.returncode != 0:
+        pgsource.drop_database(scratch_admin, pgsource.dbname_of(target))
         raise QueueguardError(
             f"restoring the dump of {params.get('dbname')} failed: "
             f"{restore.stderr.decode(errors='replace')[-500:]}"
