@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 import pytest
 
@@ -12,34 +12,11 @@ from queueguard.backlog import BacklogManager
 from queueguard.errors import StaleRangeError, UserDataConflict
 from queueguard.history import task_payload
 from queueguard.keys import PhysicalQueue
-from queueguard.memory import MemoryDatabase, MemoryStore
 from queueguard.postgres import PostgresStore
 from queueguard.store import Execution, StartOutcome, Store
 
 StoreFactory = Callable[[], Store]
 Q = PhysicalQueue("ns", "orders", "workflow", 0)
-
-
-@pytest.fixture(params=["memory", "postgres"])
-def new_store(request: pytest.FixtureRequest) -> Iterator[StoreFactory]:
-    """A factory of independent store handles (pools) on one backing database."""
-    opened: list[Store] = []
-    if request.param == "memory":
-        db = MemoryDatabase()
-
-        def make() -> Store:
-            return MemoryStore(db)
-    else:
-        dsn = request.getfixturevalue("head_db")
-
-        def make() -> Store:
-            store = PostgresStore(dsn, host_id=f"h{len(opened)}", pool_size=2)
-            opened.append(store)
-            return store
-
-    yield make
-    for store in opened:
-        store.close()
 
 
 def _run(store: Store, event: int, status: str = "running") -> dict[str, object]:
