@@ -25,6 +25,7 @@ are serialised by `_checkpoint_lock`, so the saved level only moves forward.
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections import deque
@@ -33,10 +34,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from queueguard.acks import AckTracker
-from queueguard.errors import QueueUnloaded, StaleRangeError
+from queueguard.errors import ConnectionFailed, QueueUnloaded, StaleRangeError
 from queueguard.history import task_identity
 from queueguard.keys import PhysicalQueue
 from queueguard.store import JSON, History, QueueState, StartOutcome, Store, Task
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -174,6 +177,7 @@ class BacklogManager:
         spool_batch: int = 1,
         spool_linger: float = 0.0,
         on_unload: Callable[[BacklogManager], None] | None = None,
+        on_fenced: Callable[[PhysicalQueue, StaleRangeError], None] | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         if read_batch < 1 or checkpoint_every < 1:
@@ -186,6 +190,8 @@ class BacklogManager:
         self.checkpoint_every = checkpoint_every
         self.checkpoint_interval = checkpoint_interval
         self._on_unload = on_unload
+        # Told of every fenced write, raised or not (a checkpoint after an ack is not raised).
+        self._on_fenced = on_fenced
         self._clock = clock
         self.range_id = 0
         self.loaded = False
@@ -259,6 +265,8 @@ class BacklogManager:
 
     def _fenced(self, exc: StaleRangeError) -> StaleRangeError:
         self._fence = exc
+        if self._on_fenced is not None:
+            self._on_fenced(self.queue, exc)
         self._drop()  # a stale owner never flushes: the queue is not ours any more
         return exc
 
@@ -392,8 +400,18 @@ class BacklogManager:
             level = self._tracker.ack_level
             due = self._checkpoint_due()
         if due:
-            self.checkpoint()
+            self._checkpoint_after_ack()
         return level
+
+    def _checkpoint_after_ack(self) -> None:
+        """The acks are decided (History recorded the starts): a failed save must not undo
+        the deliveries. Fenced: the manager has unloaded and the next owner replays the
+        unsaved suffix (History answers already-started). Connection lost: the ack level
+        stays in memory and the next checkpoint saves it."""
+        try:
+            self.checkpoint()
+        except (StaleRangeError, ConnectionFailed) as exc:
+            log.warning("checkpoint after ack failed, deliveries stand: %s", exc)
 
     # checkpoint ----------------------------------------------------------------------
     def _checkpoint_due(self) -> bool:

@@ -18,10 +18,11 @@ import logging
 import threading
 import weakref
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from queueguard.backlog import BacklogManager
-from queueguard.errors import NotOwner, QueueguardError
+from queueguard.errors import NotOwner, QueueguardError, StaleRangeError
 from queueguard.history import task_identity
 from queueguard.keys import PhysicalQueue
 from queueguard.membership import StaticMembership
@@ -68,8 +69,12 @@ class Matching:
         spool_linger: float = 0.0,
         read_batch: int = 1000,
         history: History | None = None,
+        on_fenced: Callable[[PhysicalQueue, StaleRangeError], None] | None = None,
     ) -> None:
         self.store, self.host_id, self.membership = store, host_id, membership
+        #: Called whenever a manager of this host is fenced (another owner took the queue),
+        #: including fences that are not raised to a caller; hosts log takeovers with it.
+        self.on_fenced = on_fenced
         # A History other than the store's (e.g. FaultyHistory) injects faults in tests.
         self.history = history if history is not None else store.history
         self.checkpoint_every = checkpoint_every
@@ -109,6 +114,7 @@ class Matching:
                 spool_batch=self.spool_batch,
                 spool_linger=self.spool_linger,
                 on_unload=self._forget,
+                on_fenced=self.on_fenced,
             )
             mgr.load()
             self._managers[queue] = mgr

@@ -17,6 +17,10 @@ not use the wheel's own ``PostgresServer`` because we need our own lifecycle con
 * PostgreSQL refuses to run as root, so as root every server binary runs as a ``queueguard``
   system user, which we create if missing.
 
+Scratch servers for tests and benchmarks may pass a ``port`` and extra ``settings`` (e.g.
+``listen_addresses=127.0.0.1`` for a proxy or password tests, as ``bench/_chaos.py`` does);
+the defaults are the embedded server above, unchanged.
+
 The socket directory lives in ``/tmp/queueguard-<uid>-<hash>`` because a Unix socket path must
 stay under 107 bytes, which a data directory deep in a home folder would break.
 """
@@ -106,10 +110,21 @@ class LocalServer:
 
     data_dir: Path  # PGDATA
     bin_dir: Path  # holds initdb, pg_ctl, postgres, psql, pg_dump
+    #: Names the Unix socket file `.s.PGSQL.<port>` (and the TCP port if `settings` opens TCP).
+    port: int = 5432
+    #: Extra `name=value` server settings passed as `-c` after the defaults, so they win: e.g.
+    #: `("listen_addresses=127.0.0.1",)` for a scratch server that tests reach over TCP (the
+    #: caller then adds its own `host` rules to pg_hba.conf: initdb's reject every TCP client).
+    #: Values may not contain whitespace. The default `()` is the no-TCP server described above.
+    settings: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "data_dir", Path(os.path.realpath(self.data_dir)))
         object.__setattr__(self, "bin_dir", Path(os.path.realpath(self.bin_dir)))
+        object.__setattr__(self, "settings", tuple(self.settings))
+        for setting in self.settings:
+            if not re.fullmatch(r"[a-z_.]+=\S*", setting):
+                raise ValueError(f"server setting {setting!r} is not name=value without spaces")
 
     # -- public API ------------------------------------------------------------------------
     @property
@@ -120,7 +135,7 @@ class LocalServer:
     def dsn(self, dbname: str = "postgres") -> str:
         host = quote(str(self.socket_dir), safe="/")
         # An explicit port: a PGPORT in the client's environment must not redirect libpq.
-        return f"postgresql://postgres@/{quote(dbname, safe='')}?host={host}&port=5432"
+        return f"postgresql://postgres@/{quote(dbname, safe='')}?host={host}&port={self.port}"
 
     def major(self) -> str:
         return _binary_major(self.bin_dir)
@@ -293,7 +308,8 @@ class LocalServer:
                 log.warning("removing stale %s (the server had crashed)", stale)
                 stale.unlink()
         server_log = self.data_dir / "server.log"
-        opts = [*SERVER_OPTIONS, f"unix_socket_directories={self.socket_dir}"]
+        opts = [*SERVER_OPTIONS, f"port={self.port}", f"unix_socket_directories={self.socket_dir}"]
+        opts += self.settings
         try:
             pg_opts = " ".join(f"-c {o}" for o in opts)
             args = [*PG_CTL_WAIT, "-l", str(server_log), "-o", pg_opts, "start"]

@@ -52,6 +52,13 @@ def check_protocol(conn: Conn, protocol: int = PROTOCOL) -> None:
         raise ProtocolMismatch(protocol, low, high)
 
 
+def _connection_lost(exc: psycopg.OperationalError) -> bool:
+    """Connection failures (class 08, server shutdown 57P0x, no SQLSTATE at all) as opposed
+    to errors the server answered, such as a lock timeout."""
+    state = exc.sqlstate
+    return state is None or state.startswith(("08", "57P"))
+
+
 def _params(queue: PhysicalQueue, **extra: Any) -> dict[str, Any]:
     return {
         "key": queue.key,
@@ -158,9 +165,17 @@ class PostgresStore:
 
     @contextmanager
     def transaction(self) -> Iterator[Conn]:
-        """One transaction on a pooled connection; rolled back on any error."""
-        with self._pool.connection() as conn, conn.transaction():
-            yield conn
+        """One transaction on a pooled connection; rolled back on any error. A lost
+        connection becomes ConnectionFailed (the outcome of a commit in flight is unknown)."""
+        try:
+            with self._pool.connection() as conn, conn.transaction():
+                yield conn
+        except psycopg.OperationalError as exc:
+            if not _connection_lost(exc):
+                raise
+            raise ConnectionFailed(
+                f"lost the connection to {redact(self.dsn)}: {redact(str(exc)).strip()}"
+            ) from exc
 
     @contextmanager
     def statement(self) -> Iterator[Conn]:

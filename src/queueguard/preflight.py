@@ -41,6 +41,8 @@ from queueguard.style import SEVERITY, paint
 APPLICATION_NAME = "queueguard-preflight"
 FAIL_ON = ("blocking", "warning")
 MAX_SAMPLES = 1000
+#: PostgreSQL's timeouts are int milliseconds; the idle timeout is lock + statement timeout.
+MAX_TIMEOUT_MS = 2**31 - 1
 BEGIN = "BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY"
 _SAVEPOINT = "queueguard_check"
 _RANK = {"blocking": 0, "warning": 1, "info": 2}
@@ -63,6 +65,10 @@ class Limits:
     def validate(self) -> Limits:
         if self.lock_timeout_ms <= 0 or self.statement_timeout_ms <= 0:
             raise UsageError("preflight needs positive lock and statement timeouts (0 = none)")
+        if self.lock_timeout_ms + self.statement_timeout_ms > MAX_TIMEOUT_MS:  # idle timeout
+            raise UsageError(
+                f"lock and statement timeouts together may not exceed {MAX_TIMEOUT_MS} ms"
+            )
         if not 0 <= self.samples <= MAX_SAMPLES:
             raise UsageError(f"--samples takes 0…{MAX_SAMPLES}, got {self.samples}")
         return self

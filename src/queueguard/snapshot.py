@@ -9,7 +9,10 @@ validated before anything is imported, so a bad last record imports nothing.
 from __future__ import annotations
 
 import json
+import math
+import re
 import uuid
+from datetime import datetime
 from typing import Any
 
 from queueguard.errors import InvalidQueueKey, LegacySnapshotError, SnapshotError
@@ -20,6 +23,12 @@ from queueguard.store import Execution
 
 Doc = dict[str, Any]
 CURRENT_FORMAT = 4
+#: Ranges of the columns the numbers land in (bigint; int for the protocol).
+BIGINT_MIN, BIGINT_MAX, INT_MAX = -(2**63), 2**63 - 1, 2**31 - 1
+_TIMESTAMP = re.compile(
+    r"[0-9]{4}-[0-9]{2}-[0-9]{2}[T ][0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]{1,6})?"
+    r"(Z|[+-][0-9]{2}:[0-9]{2})"
+)
 STATUSES = ("running", "completed", "failed", "terminated")
 BEHAVIORS = ("unversioned", "auto_upgrade", "pinned")
 
@@ -27,10 +36,16 @@ BEHAVIORS = ("unversioned", "auto_upgrade", "pinned")
 def parse(text: str | bytes) -> Doc:
     """Parse and validate a snapshot file's content; returns a format-4 document."""
     try:
-        doc = json.loads(text)
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        doc = json.loads(text, parse_constant=_reject_constant)
+    except ValueError as exc:  # JSONDecodeError, UnicodeDecodeError, NaN/Infinity
         raise SnapshotError(f"not a JSON document ({exc})") from None
+    except RecursionError:
+        raise SnapshotError("not a JSON document (nested too deeply)") from None
     return upgrade_document(doc)
+
+
+def _reject_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not a JSON number")
 
 
 def upgrade_document(doc: Any) -> Doc:
@@ -54,7 +69,11 @@ def upgrade_document(doc: Any) -> Doc:
     if version not in (3, CURRENT_FORMAT):
         raise SnapshotError(f"unknown formatVersion {version} (supported: 3, 4)")
     _validate(doc, version)
-    return apply_004(doc) if version == 3 else doc
+    if version == CURRENT_FORMAT:
+        return doc
+    upgraded = apply_004(doc)
+    _validate(upgraded, CURRENT_FORMAT)  # e.g. relocated ids must still fit a bigint
+    return upgraded
 
 
 def _find_delivery_id(node: Any, path: str) -> str | None:
@@ -83,11 +102,56 @@ def _require(cond: bool, record: str, message: str) -> None:
         raise SnapshotError(message, record)
 
 
-def _nonneg(value: Any, record: str) -> None:
-    _require(_is_int(value) and value >= 0, record, f"must be an integer >= 0, got {value!r}")
+def _nonneg(value: Any, record: str, limit: int = BIGINT_MAX) -> None:
+    _require(
+        _is_int(value) and 0 <= value <= limit,
+        record,
+        f"must be an integer in [0, {limit}], got {value!r}",
+    )
+
+
+def _storable(doc: Doc) -> None:
+    """What PostgreSQL can hold, anywhere in the document (a snapshot must import into
+    either store): text without NUL and encodable as UTF-8 (no lone surrogates), finite
+    numbers. Iterative, so a deep document cannot exhaust the stack."""
+    stack: list[tuple[Any, str]] = [(doc, "$")]
+    while stack:
+        node, where = stack.pop()
+        if isinstance(node, dict):
+            for key, value in node.items():
+                _require_text(key, where)
+                stack.append((value, f"{where}.{key}"))
+        elif isinstance(node, list):
+            stack.extend((v, f"{where}[{i}]") for i, v in enumerate(node))
+        elif isinstance(node, str):
+            _require_text(node, where)
+        elif isinstance(node, float):
+            _require(math.isfinite(node), where, f"{node} is not a JSON number")
+
+
+def _require_text(text: str, where: str) -> None:
+    _require(
+        "\x00" not in text, where, "text contains a NUL character (PostgreSQL cannot store it)"
+    )
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise SnapshotError("text is not valid UTF-8 (a lone surrogate?)", where) from None
+
+
+def _timestamp(value: Any) -> bool:
+    """An ISO 8601 instant with an explicit offset, e.g. 2026-01-01T00:00:00.000000Z."""
+    if not isinstance(value, str) or not _TIMESTAMP.fullmatch(value):
+        return False
+    try:
+        datetime.fromisoformat(value)
+    except ValueError:
+        return False
+    return True
 
 
 def _validate(doc: Doc, version: int) -> None:
+    _storable(doc)
     queues: Any = doc.get("queues")
     _require(isinstance(queues, list), "queues", "must be a list")
     seen: set[str] = set()
@@ -124,7 +188,9 @@ def _validate(doc: Doc, version: int) -> None:
             _require(isinstance(t, dict), trec, "must be an object")
             tid = t.get("taskId")
             _require(
-                _is_int(tid) and tid > 0, f"{trec}.taskId", f"must be an integer > 0, got {tid!r}"
+                _is_int(tid) and 0 < tid <= BIGINT_MAX,
+                f"{trec}.taskId",
+                f"must be an integer in [1, {BIGINT_MAX}], got {tid!r}",
             )
             _require(tid not in ids, f"{trec}.taskId", f"duplicate task id {tid}")
             ids.add(tid)
@@ -139,8 +205,8 @@ def _validate(doc: Doc, version: int) -> None:
     _validate_history(doc.get("history"))
     protocol: Any = doc.get("protocol")
     _require(isinstance(protocol, dict), "protocol", "must be an object with min and max")
-    _nonneg(protocol.get("min"), "protocol.min")
-    _nonneg(protocol.get("max"), "protocol.max")
+    _nonneg(protocol.get("min"), "protocol.min", INT_MAX)
+    _nonneg(protocol.get("max"), "protocol.max", INT_MAX)
     _require(protocol["min"] <= protocol["max"], "protocol", "min > max")
 
 
@@ -157,9 +223,9 @@ def _validate_user_data(entries: Any) -> None:
                 "must be a non-empty string",
             )
         _require(
-            _is_int(u.get("version")) and u["version"] >= 1,
+            _is_int(u.get("version")) and 1 <= u["version"] <= BIGINT_MAX,
             f"{rec}.version",
-            "must be an integer >= 1",
+            f"must be an integer in [1, {BIGINT_MAX}]",
         )
         _require("data" in u, f"{rec}.data", "missing")
         key = (u["namespace"], u["taskQueue"])
@@ -203,16 +269,22 @@ def _validate_history(history: Any) -> None:
     for i, s in enumerate(scheduled):
         rec = f"history.scheduledTasks[{i}]"
         _require(isinstance(s, dict), rec, "must be an object")
-        _require(s.get("runId") in runs, f"{rec}.runId", "refers to no execution")
+        run_id = s.get("runId")
         _require(
-            _is_int(s.get("scheduledEventId")), f"{rec}.scheduledEventId", "must be an integer"
+            isinstance(run_id, str) and run_id in runs, f"{rec}.runId", "refers to no execution"
+        )
+        _require(
+            _is_int(s.get("scheduledEventId"))
+            and BIGINT_MIN <= s["scheduledEventId"] <= BIGINT_MAX,
+            f"{rec}.scheduledEventId",
+            "must be a 64-bit integer",
         )
         _require(s.get("kind") in ("workflow", "activity"), f"{rec}.kind", "workflow or activity")
         started = s.get("startedAt")
         _require(
-            started is None or isinstance(started, str),
+            started is None or _timestamp(started),
             f"{rec}.startedAt",
-            "must be a string or null",
+            f"must be null or a timestamp like 2026-01-01T00:00:00.000000Z, got {started!r}",
         )
         key = (s["runId"], s["scheduledEventId"])
         _require(key not in seen, rec, f"duplicate scheduled task {key}")

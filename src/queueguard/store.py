@@ -7,6 +7,7 @@ Every write that changes a queue's backlog is range-checked: a stale owner gets
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import Enum
@@ -123,7 +124,27 @@ class Store(Protocol):
 
 
 def require_json_object(data: object) -> JSON:
-    """Task payloads are JSON objects; anything else is a caller bug."""
+    """Task payloads are JSON objects that PostgreSQL's jsonb can hold; anything else is a
+    caller bug, rejected alike by both stores before anything is written."""
     if not isinstance(data, dict):
         raise TypeError(f"task data must be a JSON object, got {type(data).__name__}")
+    _require_storable(data)
     return data
+
+
+def _require_storable(value: object) -> None:
+    """No NUL in any string and no NaN/Infinity: jsonb rejects both."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            if "\x00" in item:
+                raise ValueError("task data contains a NUL character, which jsonb cannot store")
+        elif isinstance(item, float):
+            if not math.isfinite(item):
+                raise ValueError(f"task data contains {item}, which JSON cannot represent")
+        elif isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, list | tuple):
+            stack.extend(item)

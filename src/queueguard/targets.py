@@ -46,7 +46,8 @@ def resolve(dsn: str | None, *, embedded: bool = False, fallback: bool = False) 
     raise UsageError(f"this command needs an explicit target: --dsn, {ENV_DSN} or --embedded")
 
 
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|m)?\s*$")
+_DURATION = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*(ms|s|m)?\s*$")
+MAX_DURATION_MS = 2**31 - 1
 
 
 def parse_duration_ms(text: str) -> int:
@@ -55,4 +56,7 @@ def parse_duration_ms(text: str) -> int:
     if not match:
         raise UsageError(f"bad duration {text!r}: use e.g. 500ms, 5s or 2m")
     value, unit = float(match.group(1)), match.group(2) or "s"
-    return int(value * {"ms": 1, "s": 1000, "m": 60000}[unit])
+    ms = int(value * {"ms": 1, "s": 1000, "m": 60000}[unit])
+    if ms > MAX_DURATION_MS:  # PostgreSQL's timeouts are int milliseconds
+        raise UsageError(f"duration {text!r} is too long (at most {MAX_DURATION_MS} ms)")
+    return ms

@@ -1,0 +1,28 @@
+"""Reliability, CI scale: upgrade runners (docs/reliability.md 3, 4 and 8).
+
+Killing the upgrade (3), lock contention (4) and two runners on an empty database (8) are
+covered at CI scale by tests/test_migrations.py; this adds the runner whose bounded wait
+runs out. The full scale is bench/chaos_upgrade_kill.py, chaos_lock_contention.py and
+chaos_two_runners.py.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
+
+import chaos_two_runners
+
+from queueguard import golden
+
+
+def test_a_runner_that_waits_too_long_fails_cleanly(make_db: Callable[..., str]) -> None:
+    """Another runner holds the lock: LockTimeout after the bounded wait, nothing changed;
+    once the lock is free the same upgrade goes through."""
+    dsn = make_db()
+    golden.load(golden.get("v0.3"), dsn)
+    outcome = chaos_two_runners.bounded_wait(dsn, wait_s=0.5)
+    assert outcome.startswith("LockTimeout after 0.")
