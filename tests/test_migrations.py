@@ -1133,3 +1133,10 @@ def test_tables_without_a_version_table_are_refused(empty_db: str) -> None:
         upgrade(empty_db, progress=False)
     with connection(empty_db) as conn:
         assert conn.execute("SELECT to_regclass('queueguard_version')").fetchone() == (None,)
+
+
+def test_a_zero_lock_timeout_is_refused(empty_db: str) -> None:
+    from queueguard.errors import UsageError
+
+    with pytest.raises(UsageError, match="at least 1ms"):
+        upgrade(empty_db, lock_timeout_ms=0, progress=False)

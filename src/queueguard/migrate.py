@@ -126,6 +126,8 @@ def upgrade(
     target = resolve_target(to)
     if retries < 0:
         raise UsageError(f"--retries takes a number of retries >= 0, got {retries}")
+    if lock_timeout_ms < 1:  # PostgreSQL reads 0 as "no timeout": writers could queue forever
+        raise UsageError(f"--lock-timeout must be at least 1ms, got {lock_timeout_ms} ms")
     manifest.require_intact()
     started = time.monotonic()
     engine = engine_for(dsn)

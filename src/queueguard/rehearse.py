@@ -8,6 +8,7 @@ no golden state for real data.
 
 from __future__ import annotations
 
+import os
 import subprocess
 import time
 from collections import Counter
@@ -15,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import psycopg
-from psycopg.conninfo import conninfo_to_dict
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from queueguard import pgserver, pgsource, schema, state
 from queueguard.db import connection
@@ -76,9 +77,16 @@ def _copy(source_dsn: str, scratch_admin: str) -> tuple[str, str]:
             "you may create databases"
         ) from None
     params = conninfo_to_dict(source_dsn)
+    env = dict(os.environ)
+    if params.get("password"):
+        env["PGPASSWORD"] = str(params["password"])
+    without_password = make_conninfo(
+        **{k: str(v) for k, v in params.items() if k != "password"}
+    )
     bindir = pgserver.embedded_bin_dir()
     dump = subprocess.run(  # no check=True: CalledProcessError would quote the DSN
-        [str(bindir / "pg_dump"), "--no-owner", "--no-privileges", "-d", source_dsn],
+        [str(bindir / "pg_dump"), "--no-owner", "--no-privileges", "-d", without_password],
+        env=env,  # the password travels in the environment, not on a command line `ps` shows
         check=False,
         capture_output=True,
     )
