@@ -164,12 +164,11 @@ class PostgresStore:
         self.history = PostgresHistory(self)
 
     @contextmanager
-    def transaction(self) -> Iterator[Conn]:
-        """One transaction on a pooled connection; rolled back on any error. A lost
-        connection becomes ConnectionFailed (the outcome of a commit in flight is unknown)."""
+    def _connection_errors(self) -> Iterator[None]:
+        """A lost connection becomes ConnectionFailed (a commit in flight has an unknown
+        outcome); errors the server answered pass through."""
         try:
-            with self._pool.connection() as conn, conn.transaction():
-                yield conn
+            yield
         except psycopg.OperationalError as exc:
             if not _connection_lost(exc):
                 raise
@@ -178,10 +177,16 @@ class PostgresStore:
             ) from exc
 
     @contextmanager
+    def transaction(self) -> Iterator[Conn]:
+        """One transaction on a pooled connection; rolled back on any error."""
+        with self._connection_errors(), self._pool.connection() as conn, conn.transaction():
+            yield conn
+
+    @contextmanager
     def statement(self) -> Iterator[Conn]:
         """A pooled autocommit connection for ONE statement, which is its own transaction
         (atomic, one round trip instead of BEGIN, statement, COMMIT)."""
-        with self._pool.connection() as conn:
+        with self._connection_errors(), self._pool.connection() as conn:
             yield conn
 
     def check_protocol(self) -> None:
