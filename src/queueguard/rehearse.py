@@ -80,9 +80,7 @@ def _copy(source_dsn: str, scratch_admin: str) -> tuple[str, str]:
     env = dict(os.environ)
     if params.get("password"):
         env["PGPASSWORD"] = str(params["password"])
-    without_password = make_conninfo(
-        **{k: str(v) for k, v in params.items() if k != "password"}
-    )
+    without_password = make_conninfo(**{k: str(v) for k, v in params.items() if k != "password"})
     bindir = pgserver.embedded_bin_dir()
     dump = subprocess.run(  # no check=True: CalledProcessError would quote the DSN
         [str(bindir / "pg_dump"), "--no-owner", "--no-privileges", "-d", without_password],
