@@ -937,6 +937,30 @@ class Outcome:
         }
 
 
+def drain_and_judge(
+    procs: Sequence[Any], dsn: str, folder: Path, window: tuple[float, float], timeout: float
+) -> tuple[Outcome, float]:
+    """Tell the hosts to drain, wait for it, stop them and judge the run; an error a host
+    printed instead of logging is a violation too. Returns the outcome and the drain time."""
+    (folder / "drain").touch()
+    drain_s = wait_drained(dsn, timeout)
+    for p in procs:
+        p.terminate()
+    outcome = judge(dsn, folder, window)
+    for p in procs:
+        if "Traceback" in p.stderr():
+            outcome.violations.append(f"{p.cfg.host} stderr: {p.stderr()}")
+    return outcome, drain_s
+
+
+def reap(procs: Sequence[Any]) -> None:
+    """Kill whatever host process is still running (a failed run must not leave any)."""
+    for p in procs:
+        if p.proc is not None and p.proc.poll() is None:
+            p.proc.kill()
+            p.proc.wait()
+
+
 def judge(dsn: str, folder: Path, window: tuple[float, float]) -> Outcome:
     """Read the logs, the audit and History; list every broken promise."""
     ledger = read_ledger(folder)

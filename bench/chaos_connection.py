@@ -106,19 +106,9 @@ def run(
                     assert p.proc is not None and p.proc.poll() is None, p.stderr()
             time.sleep(rnd.uniform(*pause) + 3)  # let the last reconnection show
             t1 = time.time()
-            (folder / "drain").touch()
-            _chaos.wait_drained(dsn, drain_timeout)
-            for p in procs:
-                p.terminate()
-            outcome = _chaos.judge(dsn, folder, (t0, t1))
-            for p in procs:
-                if "Traceback" in p.stderr():
-                    outcome.violations.append(f"{p.cfg.host} stderr: {p.stderr()}")
+            outcome, _ = _chaos.drain_and_judge(procs, dsn, folder, (t0, t1), drain_timeout)
         finally:
-            for p in procs:
-                if p.proc is not None and p.proc.poll() is None:
-                    p.proc.kill()
-                    p.proc.wait()
+            _chaos.reap(procs)
     shutil.rmtree(folder, ignore_errors=True)
     # Every queue reloaded (higher range) and committed again after each restart.
     not_reloaded, worst_recovery = [], 0.0

@@ -111,19 +111,9 @@ def run(
                 victim.wait_ready()
             time.sleep(rnd.uniform(*pause))
             t1 = time.time()
-            (folder / "drain").touch()
-            drain_s = _chaos.wait_drained(dsn, drain_timeout)
-            for p in procs:
-                p.terminate()
-            outcome = _chaos.judge(dsn, folder, (t0, t1))
-            for p in procs:  # an error a host printed instead of logging is a violation too
-                if "Traceback" in p.stderr():
-                    outcome.violations.append(f"{p.cfg.host} stderr: {p.stderr()}")
+            outcome, drain_s = _chaos.drain_and_judge(procs, dsn, folder, (t0, t1), drain_timeout)
         finally:
-            for p in procs:
-                if p.proc is not None and p.proc.poll() is None:
-                    p.proc.kill()
-                    p.proc.wait()
+            _chaos.reap(procs)
     shutil.rmtree(folder, ignore_errors=True)
     return Result(kills, hosts, len(queues), mode, time.monotonic() - started, drain_s, outcome)
 

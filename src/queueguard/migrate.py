@@ -33,7 +33,7 @@ from queueguard.errors import (
     UnknownSchema,
     UsageError,
 )
-from queueguard.schema import HEAD, VERSION_TABLE
+from queueguard.schema import HEAD, OUR_TABLES, VERSION_TABLE
 from queueguard.sqlfiles import queries
 
 Q = queries("upgrade.sql")
@@ -146,7 +146,7 @@ def upgrade(
                 "(001-004): refusing to upgrade (preflight reports schema.revision_unknown)"
             )
         if before is None:
-            found = conn.exec_driver_sql(Q["our_tables"]).scalar()
+            found = conn.exec_driver_sql(Q["our_tables"], {"tables": sorted(OUR_TABLES)}).scalar()
             conn.commit()
             if found:
                 raise UnknownSchema(

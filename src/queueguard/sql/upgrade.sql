@@ -32,5 +32,4 @@ SELECT count(*) FROM task_queues;
 SELECT string_agg(tablename, ', ' ORDER BY tablename)
 FROM pg_tables
 WHERE schemaname = current_schema()
-  AND tablename IN ('executions', 'scheduled_tasks', 'tasks', 'task_queue_user_data',
-                    'task_queues', 'runtime_protocol', 'queueguard_migrations');
+  AND tablename = ANY(%(tables)s);
