@@ -53,10 +53,10 @@ from urllib.parse import quote
 
 import psycopg
 
-from queueguard import pgserver, pgsource
-from queueguard.db import connection
-from queueguard.keys import PhysicalQueue, decode
-from queueguard.migrate import upgrade
+from queueguard.core.keys import PhysicalQueue, decode
+from queueguard.pg import scratch, servers
+from queueguard.pg.connect import connection
+from queueguard.upgrade.runner import upgrade
 
 ROOT = Path(__file__).resolve().parents[1]
 BENCH = ROOT / "bench"
@@ -71,7 +71,7 @@ def say(message: str) -> None:
 # --- databases ---------------------------------------------------------------------------------
 def admin_dsn() -> str:
     """Admin DSN of the shared scratch server (QUEUEGUARD_PG, embedded by default)."""
-    return pgsource.server_dsn()
+    return scratch.server_dsn()
 
 
 @contextlib.contextmanager
@@ -80,13 +80,13 @@ def scratch_database(
 ) -> Iterator[str]:
     """A database of our own (empty, at `revision`, or a clone of `template`), then dropped."""
     admin = admin or admin_dsn()
-    dsn = pgsource.create_database(admin, template=template, prefix="qg_chaos")
+    dsn = scratch.create_database(admin, template=template, prefix="qg_chaos")
     try:
         if template is None and revision is not None:
             upgrade(dsn, to=revision, progress=False)
         yield dsn
     finally:
-        pgsource.drop_database(admin, pgsource.dbname_of(dsn))
+        scratch.drop_database(admin, scratch.dbname_of(dsn))
 
 
 def query(dsn: str, sql: str, params: Any = None) -> list[tuple[Any, ...]]:
@@ -114,8 +114,8 @@ class ScratchServer:
         self.base.chmod(0o755)  # as root the server runs as the queueguard user
         self.tcp = tcp
         settings = ("listen_addresses=127.0.0.1",) if tcp else ()
-        self.server = pgserver.LocalServer(
-            self.base / "pgdata", pgserver.embedded_bin_dir(), port=free_port(), settings=settings
+        self.server = servers.LocalServer(
+            self.base / "pgdata", servers.embedded_bin_dir(), port=free_port(), settings=settings
         )
 
     @property
@@ -177,7 +177,7 @@ def create_database(admin: str, name: str, owner: str | None = None) -> str:
     with connection(admin, autocommit=True) as conn:
         stmt = f'CREATE DATABASE "{name}"' + (f' OWNER "{owner}"' if owner else "")
         conn.execute(stmt)
-    return pgsource.database_dsn(admin, name)
+    return scratch.database_dsn(admin, name)
 
 
 # --- the proxy ---------------------------------------------------------------------------------
@@ -590,7 +590,7 @@ def queues_for(
 ) -> list[PhysicalQueue]:
     """Partitions of one family (workflow and activity alternating) until static membership
     routes `per_host` of them to every host."""
-    from queueguard.membership import StaticMembership
+    from queueguard.runtime.membership import StaticMembership
 
     membership = StaticMembership(tuple(hosts))
     owned: dict[str, list[PhysicalQueue]] = {h: [] for h in hosts}
@@ -669,12 +669,12 @@ class LedgerHistory:
 
 
 def _host_main(cfg: HostConfig) -> None:
+    from queueguard.core.history import task_payload
+    from queueguard.core.store import Execution
     from queueguard.errors import ConnectionFailed, NotOwner, QueueUnloaded, StaleRangeError
-    from queueguard.history import task_payload
-    from queueguard.matching import Matching
-    from queueguard.membership import StaticMembership
-    from queueguard.postgres import PostgresStore
-    from queueguard.store import Execution
+    from queueguard.runtime.matching import Matching
+    from queueguard.runtime.membership import StaticMembership
+    from queueguard.stores.postgres import PostgresStore
 
     folder = Path(cfg.folder)
     log = _Log(folder / f"{cfg.host}.{cfg.incarnation}.log")

@@ -31,7 +31,7 @@ from typing import Any
 import _chaos
 from _chaos import HostConfig, HostProcess, Outcome, ScratchServer, say, seconds
 
-from queueguard.migrate import upgrade
+from queueguard.upgrade.runner import upgrade
 
 CI_TEST = "`tests/test_reliability_network.py::test_database_restarts_mid_stream` (2 restarts)"
 

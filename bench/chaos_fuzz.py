@@ -49,12 +49,13 @@ from _chaos import say
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 
-from queueguard import cli, golden, snapshot, state
-from queueguard.db import connect
+from queueguard import cli, snapshot
+from queueguard.core.keys import MAX_PARTITION, PhysicalQueue, decode, legacy_queue
+from queueguard.core.store import Execution
 from queueguard.errors import InvalidQueueKey, QueueguardError, SnapshotError
-from queueguard.keys import MAX_PARTITION, PhysicalQueue, decode, legacy_queue
+from queueguard.pg.connect import connect
 from queueguard.resources import fixtures_dir
-from queueguard.store import Execution
+from queueguard.upgrade import golden, state
 
 CI_TEST = (
     "`tests/test_reliability_fuzz.py` (1,000 examples per pure target, 100 per database and "
@@ -454,7 +455,7 @@ TABLES_SQL = "SELECT count(*) FROM pg_tables WHERE schemaname = 'public'"
 
 class Injection:
     def __init__(self, dsn: str) -> None:
-        from queueguard.postgres import PostgresStore
+        from queueguard.stores.postgres import PostgresStore
 
         self.dsn = dsn
         self.store = PostgresStore(dsn, host_id="fuzz'; DROP TABLE tasks; --", pool_size=2)
@@ -463,9 +464,9 @@ class Injection:
     def check(self, comp: tuple[str, str, str, int, str], workflow: str, data: Any) -> str:
         import uuid
 
-        from queueguard.backlog import BacklogManager
-        from queueguard.history import task_payload
-        from queueguard.status import inspect_workflow
+        from queueguard.core.history import task_payload
+        from queueguard.runtime.backlog import BacklogManager
+        from queueguard.upgrade.status import inspect_workflow
 
         queue = queue_of(comp)
         run_id = str(uuid.uuid4())
@@ -602,13 +603,13 @@ class FixtureTarget:
         return "refused"
 
     def close(self) -> None:
-        import queueguard.pgsource as pgsource
+        import queueguard.pg.scratch as pgsource
 
         pgsource.drop_database(self.admin, pgsource.dbname_of(self.dsn))
 
 
 def pgsource_create(admin: str) -> str:
-    import queueguard.pgsource as pgsource
+    import queueguard.pg.scratch as pgsource
 
     return pgsource.create_database(admin, prefix="qg_chaos_fuzz")
 
@@ -738,7 +739,7 @@ class CliTarget:
     it must have been a writing command that succeeded, and the database is rebuilt."""
 
     def __init__(self, admin: str, folder: Path, spawn: bool) -> None:
-        import queueguard.pgsource as pgsource
+        import queueguard.pg.scratch as pgsource
 
         self.admin, self.spawn = admin, spawn
         self.dsn = pgsource.create_database(admin, prefix="qg_chaos_fuzz")
@@ -788,7 +789,7 @@ class CliTarget:
         return f"exit {code}"
 
     def close(self) -> None:
-        import queueguard.pgsource as pgsource
+        import queueguard.pg.scratch as pgsource
 
         pgsource.drop_database(self.admin, pgsource.dbname_of(self.dsn))
 

@@ -1,7 +1,7 @@
 """Chaos scenario 4: lock contention during the upgrade.
 
 A 003 database of `--rows` task rows serves `--writers` v0.3 hosts (the released statement
-catalog, `queueguard.legacy_worker.V03Worker`, each appending to its own queue as fast as it
+catalog, `queueguard.upgrade.legacy_worker.V03Worker`, each appending to its own queue as fast as it
 can, every append timed) while long transactions hold locks that conflict with 004's
 ACCESS EXCLUSIVE locks (task_queues, then tasks, then runtime_protocol):
 
@@ -40,11 +40,11 @@ import psycopg
 from _chaos import say, seconds
 from chaos_upgrade_kill import build_template, fingerprint
 
-from queueguard import pgsource
+from queueguard.core.history import task_payload
 from queueguard.errors import LockTimeout, QueueguardError
-from queueguard.history import task_payload
-from queueguard.legacy_worker import LegacyQueue, V03Worker
-from queueguard.migrate import upgrade
+from queueguard.pg import scratch
+from queueguard.upgrade.legacy_worker import LegacyQueue, V03Worker
+from queueguard.upgrade.runner import upgrade
 
 CI_TEST = (
     "`tests/test_migrations.py::test_lock_contention_times_out_retries_fails_cleanly_and_"
@@ -171,8 +171,8 @@ def worst_during(writers: list[Writer], start: float, end: float) -> float:
 def run(*, rows: int = 100_000, writers: int = 4, log: Any = say) -> Result:
     admin = _chaos.admin_dsn()
     template = build_template(admin, rows)
-    dsn = pgsource.create_database(admin, template=pgsource.dbname_of(template), prefix="qg_chaos")
-    pgsource.drop_database(admin, pgsource.dbname_of(template))
+    dsn = scratch.create_database(admin, template=scratch.dbname_of(template), prefix="qg_chaos")
+    scratch.drop_database(admin, scratch.dbname_of(template))
     result = Result(rows, writers)
     threads = [Writer(dsn, n) for n in range(writers)]
     try:
@@ -220,7 +220,7 @@ def run(*, rows: int = 100_000, writers: int = 4, log: Any = say) -> Result:
         while any(t.is_alive() for t in threads) and time.monotonic() < deadline:
             time.sleep(0.1)
     except BaseException:
-        pgsource.drop_database(admin, pgsource.dbname_of(dsn))
+        scratch.drop_database(admin, scratch.dbname_of(dsn))
         raise
     finally:
         for t in threads:
@@ -245,7 +245,7 @@ def run(*, rows: int = 100_000, writers: int = 4, log: Any = say) -> Result:
     result.worst_s = max(r.writer_worst_s for r in result.rounds if r.outcome == "LockTimeout")
     if result.worst_s > LARGEST_TIMEOUT_S + SLACK_S:
         result.violations.append(f"a writer was blocked {result.worst_s:.3f} s")
-    pgsource.drop_database(admin, pgsource.dbname_of(dsn))
+    scratch.drop_database(admin, scratch.dbname_of(dsn))
     return result
 
 

@@ -45,8 +45,8 @@ from urllib.parse import quote
 import _chaos
 from _chaos import ScratchServer, say
 
-from queueguard import golden
 from queueguard.errors import QueueguardError
+from queueguard.upgrade import golden
 
 QUEUEGUARD = str(Path(_chaos.PYTHON).with_name("queueguard"))
 CI_TEST = "`tests/test_reliability_security.py` (all checks, fewer DSN forms)"
@@ -158,7 +158,7 @@ def run(*, quick: bool = False, log: Any = say) -> Result:
             )
 
         # 1. preflight under the read-only role, with a v0.3 host connected as the runtime role
-        from queueguard.legacy_worker import V03Worker
+        from queueguard.upgrade.legacy_worker import V03Worker
 
         old_host = V03Worker(roles.url("qg_runtime", "lp_v3"), host_id="old-1", driver="psycopg")
         old_host.start()
@@ -212,12 +212,12 @@ def runtime_checks(roles: Roles, result: Result) -> int:
 
     import psycopg
 
+    from queueguard.core.history import task_payload
+    from queueguard.core.keys import PhysicalQueue
+    from queueguard.core.store import Execution
     from queueguard.errors import MigrationError, SchemaTooOld
-    from queueguard.history import task_payload
-    from queueguard.keys import PhysicalQueue
-    from queueguard.matching import Matching
-    from queueguard.postgres import PostgresStore
-    from queueguard.store import Execution
+    from queueguard.runtime.matching import Matching
+    from queueguard.stores.postgres import PostgresStore
 
     calls = 0
     dsn = roles.url("qg_runtime", "lp_head")
@@ -366,10 +366,10 @@ def leak_checks(roles: Roles, result: Result, quick: bool) -> int:
 
 def api_leak_checks(roles: Roles, result: Result, quick: bool) -> int:
     """The Python API: exceptions (str, repr, traceback) and every log record."""
-    from queueguard import migrate, preflight, status
-    from queueguard.db import connect
-    from queueguard.dsn import validate
-    from queueguard.postgres import PostgresStore
+    from queueguard.pg.connect import connect
+    from queueguard.pg.dsn import validate
+    from queueguard.stores.postgres import PostgresStore
+    from queueguard.upgrade import preflight, runner, status
 
     calls = 0
     records = io.StringIO()
@@ -385,7 +385,7 @@ def api_leak_checks(roles: Roles, result: Result, quick: bool) -> int:
                 ("PostgresStore", lambda d=dsn: PostgresStore(d, host_id="leak").close()),
                 ("connect", lambda d=dsn: connect(d).close()),
                 ("validate", lambda d=dsn: validate(d)),
-                ("migrate.upgrade", lambda d=dsn: migrate.upgrade(d, progress=False)),
+                ("migrate.upgrade", lambda d=dsn: runner.upgrade(d, progress=False)),
                 ("preflight", lambda d=dsn: preflight.preflight(d)),
                 ("status", lambda d=dsn: status.status(d)),
             ):

@@ -30,9 +30,9 @@ import _chaos
 from _chaos import say, seconds
 from chaos_upgrade_kill import build_template, fingerprint, revision
 
-from queueguard import pgsource
 from queueguard.errors import LockTimeout
-from queueguard.migrate import upgrade
+from queueguard.pg import scratch
+from queueguard.upgrade.runner import upgrade
 
 QUEUEGUARD = str(Path(_chaos.PYTHON).with_name("queueguard"))
 CI_TEST = (
@@ -65,15 +65,15 @@ def run(
     rnd = _chaos.rng(seed)
     admin = _chaos.admin_dsn()
     template = build_template(admin, rows)
-    name = pgsource.dbname_of(template)
+    name = scratch.dbname_of(template)
     result = Result(rows, runners)
     try:
-        reference = pgsource.create_database(admin, template=name, prefix="qg_chaos")
+        reference = scratch.create_database(admin, template=name, prefix="qg_chaos")
         upgrade(reference, progress=False)
         golden = fingerprint(reference)
-        pgsource.drop_database(admin, pgsource.dbname_of(reference))
+        scratch.drop_database(admin, scratch.dbname_of(reference))
         for i in range(rounds):
-            dsn = pgsource.create_database(admin, template=name, prefix="qg_chaos")
+            dsn = scratch.create_database(admin, template=name, prefix="qg_chaos")
             try:
                 procs = []
                 for _ in range(runners):
@@ -114,29 +114,30 @@ def run(
                 result.rounds += 1
                 log(f"  round {i + 1}/{rounds}: {[r['applied'] for r in reports]}")
             finally:
-                pgsource.drop_database(admin, pgsource.dbname_of(dsn))
+                scratch.drop_database(admin, scratch.dbname_of(dsn))
         # The bounded wait: the lock is held (as by a long upgrade); a short-waiting runner fails.
-        dsn = pgsource.create_database(admin, template=name, prefix="qg_chaos")
+        dsn = scratch.create_database(admin, template=name, prefix="qg_chaos")
         try:
             result.bounded_wait = bounded_wait(dsn)
         except AssertionError as exc:
             result.violations.append(f"bounded wait: {exc}")
         finally:
-            pgsource.drop_database(admin, pgsource.dbname_of(dsn))
+            scratch.drop_database(admin, scratch.dbname_of(dsn))
     finally:
-        pgsource.drop_database(admin, name)
+        scratch.drop_database(admin, name)
     return result
 
 
 def bounded_wait(dsn: str, wait_s: float = 1.0) -> str:
     """Hold the runner lock from another session; an upgrade that may wait `wait_s` fails
     with LockTimeout after about that long and changes nothing; then it goes through."""
-    from queueguard.db import connect
-    from queueguard.sqlfiles import queries
+    from queueguard.pg.connect import connect
+    from queueguard.pg.sqlfiles import queries
 
     holder = connect(dsn, application_name="queueguard-upgrade", autocommit=True)
     try:
-        assert holder.execute(queries("upgrade.sql")["try_lock"]).fetchone() == (True,)
+        try_lock = queries("queueguard.upgrade", "upgrade.sql")["try_lock"]
+        assert holder.execute(try_lock).fetchone() == (True,)
         before = fingerprint(dsn)
         started = time.monotonic()
         try:

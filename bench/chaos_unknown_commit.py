@@ -43,13 +43,13 @@ import _chaos
 import psycopg
 from _chaos import REPLY_LOST, REQUEST_LOST, ScratchServer, TcpProxy, say, seconds
 
+from queueguard.core.history import task_payload
+from queueguard.core.keys import PhysicalQueue
+from queueguard.core.store import Execution
 from queueguard.errors import QueueguardError
-from queueguard.history import task_payload
-from queueguard.keys import PhysicalQueue
-from queueguard.matching import Matching
-from queueguard.migrate import upgrade
-from queueguard.postgres import PostgresStore
-from queueguard.store import Execution
+from queueguard.runtime.matching import Matching
+from queueguard.stores.postgres import PostgresStore
+from queueguard.upgrade.runner import upgrade
 
 Q = PhysicalQueue("chaos", "unknown-commit", "workflow", 0)
 CI_TEST = "`tests/test_reliability_network.py::test_unknown_commit_outcome` (24 cuts)"

@@ -31,8 +31,8 @@ from typing import Any
 import _chaos
 from _chaos import say, seconds
 
-from queueguard import pgsource
-from queueguard.migrate import upgrade
+from queueguard.pg import scratch
+from queueguard.upgrade.runner import upgrade
 
 QUEUEGUARD = str(Path(_chaos.PYTHON).with_name("queueguard"))
 CI_TEST = (
@@ -90,7 +90,7 @@ def seed_v3(dsn: str, rows: int) -> None:
 
 
 def build_template(admin: str, rows: int) -> str:
-    dsn = pgsource.create_database(admin, prefix="qg_chaos_tpl")
+    dsn = scratch.create_database(admin, prefix="qg_chaos_tpl")
     upgrade(dsn, to="003", progress=False)
     seed_v3(dsn, rows)
     return dsn
@@ -231,16 +231,16 @@ def run(*, kills: int = 20, rows: int = 100_000, seed: int | None = None, log: A
     rnd = _chaos.rng(seed)
     admin = _chaos.admin_dsn()
     template = build_template(admin, rows)
-    name = pgsource.dbname_of(template)
+    name = scratch.dbname_of(template)
     try:
         before = fingerprint(template)
         total = before["tasks"][0]
-        reference = pgsource.create_database(admin, template=name, prefix="qg_chaos")
+        reference = scratch.create_database(admin, template=name, prefix="qg_chaos")
         try:
             locked_s, full_s = first_step_at(reference)
             golden = fingerprint(reference)
         finally:
-            pgsource.drop_database(admin, pgsource.dbname_of(reference))
+            scratch.drop_database(admin, scratch.dbname_of(reference))
         assert golden["tasks"][0] == total
         result = Result(total, full_s)
         log(
@@ -251,7 +251,7 @@ def run(*, kills: int = 20, rows: int = 100_000, seed: int | None = None, log: A
         # (imports, connect, runner lock) is covered by the first part of the window.
         window = (locked_s * 0.7, full_s)
         for i in range(kills):
-            dsn = pgsource.create_database(admin, template=name, prefix="qg_chaos")
+            dsn = scratch.create_database(admin, template=name, prefix="qg_chaos")
             try:
                 delay = rnd.uniform(*window)
                 phase, gone = kill_once(dsn, delay)
@@ -274,9 +274,9 @@ def run(*, kills: int = 20, rows: int = 100_000, seed: int | None = None, log: A
                     f"in {gone:.2f} s; rerun {rerun_s:.2f} s"
                 )
             finally:
-                pgsource.drop_database(admin, pgsource.dbname_of(dsn))
+                scratch.drop_database(admin, scratch.dbname_of(dsn))
     finally:
-        pgsource.drop_database(admin, name)
+        scratch.drop_database(admin, name)
     return result
 
 

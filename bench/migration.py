@@ -44,8 +44,8 @@ from typing import Any
 
 import psycopg
 
-from queueguard import pgsource
-from queueguard.migrate import upgrade
+from queueguard.pg import scratch
+from queueguard.upgrade.runner import upgrade
 
 ROOT = Path(__file__).resolve().parent.parent
 QUEUEGUARD = Path(sys.executable).with_name("queueguard")
@@ -85,7 +85,7 @@ def build_v3(admin: str, rows: int, queues: int) -> str:
     kept = rows // 10
     half = queues // 2
     per_kept_queue = max(kept // 2 // max(half, 1), 1)
-    dsn = pgsource.create_database(admin, prefix="qgbench")
+    dsn = scratch.create_database(admin, prefix="qgbench")
     upgrade(dsn, to="003", progress=False)
     kind = "CASE WHEN q % 2 = 0 THEN 'workflow' ELSE 'activity' END"
     started = time.monotonic()
@@ -165,7 +165,7 @@ def build_v3(admin: str, rows: int, queues: int) -> str:
 
 def build_v2(admin: str, rows: int, queues: int) -> str:
     """A v0.2 database whose spool holds `rows` rows (auto, default, pinned, odd names)."""
-    dsn = pgsource.create_database(admin, prefix="qgbench")
+    dsn = scratch.create_database(admin, prefix="qgbench")
     upgrade(dsn, to="002", progress=False)
     started = time.monotonic()
     with psycopg.connect(dsn, autocommit=True) as conn:
@@ -373,15 +373,15 @@ def content_digest(dsn: str) -> dict[str, str]:
 
 def bench_004(admin: str, rows: int, queues: int, repeat: int, keep: bool) -> dict[str, Any]:
     source = build_v3(admin, rows, queues)
-    source_name = pgsource.dbname_of(source)
+    source_name = scratch.dbname_of(source)
     created = [source_name]
     tool_runs: list[ProcessRun] = []
     minimal_runs: list[tuple[float, list[tuple[str, float]]]] = []
     try:
         for _ in range(repeat):
-            a = pgsource.create_database(admin, template=source_name, prefix="qgbench")
-            b = pgsource.create_database(admin, template=source_name, prefix="qgbench")
-            created += [pgsource.dbname_of(a), pgsource.dbname_of(b)]
+            a = scratch.create_database(admin, template=source_name, prefix="qgbench")
+            b = scratch.create_database(admin, template=source_name, prefix="qgbench")
+            created += [scratch.dbname_of(a), scratch.dbname_of(b)]
             minimal_runs.append(run_minimal(b))
             log(f"minimal SQL: {minimal_runs[-1][0]:.2f}s")
             tool_runs.append(run_upgrade_process(a, "004"))
@@ -393,7 +393,7 @@ def bench_004(admin: str, rows: int, queues: int, repeat: int, keep: bool) -> di
     finally:
         if not keep:
             for name in created:
-                pgsource.drop_database(admin, name)
+                scratch.drop_database(admin, name)
     tool = statistics.median(r.wall_s for r in tool_runs)
     minimal = statistics.median(m[0] for m in minimal_runs)
     last = tool_runs[-1]
@@ -421,19 +421,19 @@ def bench_004(admin: str, rows: int, queues: int, repeat: int, keep: bool) -> di
 
 def bench_003(admin: str, rows: int, queues: int, repeat: int, keep: bool) -> dict[str, Any]:
     source = build_v2(admin, rows, queues)
-    source_name = pgsource.dbname_of(source)
+    source_name = scratch.dbname_of(source)
     created = [source_name]
     runs: list[ProcessRun] = []
     try:
         for _ in range(repeat):
-            clone = pgsource.create_database(admin, template=source_name, prefix="qgbench")
-            created.append(pgsource.dbname_of(clone))
+            clone = scratch.create_database(admin, template=source_name, prefix="qgbench")
+            created.append(scratch.dbname_of(clone))
             runs.append(run_upgrade_process(clone, "003"))
             log(f"queueguard upgrade --to 003: {runs[-1].wall_s:.2f}s")
     finally:
         if not keep:
             for name in created:
-                pgsource.drop_database(admin, name)
+                scratch.drop_database(admin, name)
     wall = statistics.median(r.wall_s for r in runs)
     return {
         "rows": rows,
@@ -459,7 +459,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--admin-dsn", help="admin DSN (default: QUEUEGUARD_PG's server)")
     parser.add_argument("--keep", action="store_true", help="keep the scratch databases")
     args = parser.parse_args(argv)
-    admin = args.admin_dsn or pgsource.server_dsn()
+    admin = args.admin_dsn or scratch.server_dsn()
     os.chdir(ROOT)
     result: dict[str, Any] = {
         "004": bench_004(admin, args.rows, args.queues, args.repeat, args.keep)

@@ -14,7 +14,7 @@ What it measures, in one run on one server:
    the strongest relation lock preflight holds, and every time the writer waits on a lock
    whose holder is preflight (`pg_blocking_pids`); it reports the writer's p50/p99 latency
    with and without preflight;
-4. calibrates the `estimate.*` findings: on a clone, applies 004 (`queueguard.migrate`),
+4. calibrates the `estimate.*` findings: on a clone, applies 004 (`queueguard.upgrade.runner`),
    and compares its wall time, WAL volume and table growth with what preflight predicted.
 
 Run from the repository root (embedded server by default, or `--admin-dsn`):
@@ -43,10 +43,10 @@ from typing import Any
 
 import psycopg
 
-from queueguard import pgsource
-from queueguard.migrate import upgrade
-from queueguard.preflight import APPLICATION_NAME, PreflightReport, preflight
-from queueguard.sqlfiles import queries
+from queueguard.pg import scratch
+from queueguard.pg.sqlfiles import queries
+from queueguard.upgrade.preflight import APPLICATION_NAME, PreflightReport, preflight
+from queueguard.upgrade.runner import upgrade
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs" / "benchmarks.md"
@@ -62,7 +62,7 @@ LOCK_RANK = [
     "AccessExclusiveLock",
 ]
 WRITER_QUEUE = "bench/writer/workflow/0"
-RUNTIME = queries("runtime.sql")
+RUNTIME = queries("queueguard.stores", "runtime.sql")
 
 
 def log(message: str) -> None:
@@ -103,7 +103,7 @@ INSERT INTO task_queues VALUES ('bench/writer/workflow/0', 'bench', 'writer', 'w
 
 
 def build(admin: str, rows: int) -> str:
-    dsn = pgsource.create_database(admin, prefix="qg_bench")
+    dsn = scratch.create_database(admin, prefix="qg_bench")
     started = time.monotonic()
     try:
         upgrade(dsn, to="003", progress=False)
@@ -114,7 +114,7 @@ def build(admin: str, rows: int) -> str:
         with psycopg.connect(dsn, autocommit=True) as conn:
             conn.execute("VACUUM (ANALYZE) executions, task_queues, tasks")
     except BaseException:
-        pgsource.drop_database(admin, pgsource.dbname_of(dsn))
+        scratch.drop_database(admin, scratch.dbname_of(dsn))
         raise
     log(f"built {rows:,} task rows in {time.monotonic() - started:.1f}s")
     return dsn
@@ -271,7 +271,7 @@ def contention(dsn: str, runs: int) -> dict[str, Any]:
 
 # 4: calibration of the estimates ----------------------------------------------------------
 def calibrate(admin: str, dsn: str, report: PreflightReport) -> dict[str, Any]:
-    clone = pgsource.create_database(admin, template=pgsource.dbname_of(dsn), prefix="qg_bench")
+    clone = scratch.create_database(admin, template=scratch.dbname_of(dsn), prefix="qg_bench")
     try:
         with psycopg.connect(clone, autocommit=True) as conn:
             size_sql = "SELECT pg_table_size('tasks') + pg_indexes_size('tasks')"
@@ -286,7 +286,7 @@ def calibrate(admin: str, dsn: str, report: PreflightReport) -> dict[str, Any]:
                 "SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), %s)", (lsn[0] if lsn else None,)
             ).fetchone()
     finally:
-        pgsource.drop_database(admin, pgsource.dbname_of(clone))
+        scratch.drop_database(admin, scratch.dbname_of(clone))
     found = {f.code: f for f in report.findings}
     rows = found["estimate.rows_rewritten"].count
     return {
@@ -351,7 +351,7 @@ def render(args: argparse.Namespace, server: str, t: dict[str, Any]) -> str:
         *[f"| `{name}` | {s:.3f} |" for name, s in t["per_file"]],
         "",
         "Calibration of the `estimate.*` findings against 004 applied to a clone of the same "
-        "database (`queueguard.migrate.upgrade`):",
+        "database (`queueguard.upgrade.runner.upgrade`):",
         "",
         "| | preflight estimated | measured |",
         "|---|---|---|",
@@ -377,8 +377,8 @@ def render(args: argparse.Namespace, server: str, t: dict[str, Any]) -> str:
 
 def per_file(dsn: str) -> list[tuple[str, float]]:
     """Each applicable audit file timed alone, in preflight's transaction and settings."""
-    from queueguard import audit
-    from queueguard import preflight as module
+    from queueguard.upgrade import audit
+    from queueguard.upgrade import preflight as module
 
     timings = []
     with psycopg.connect(dsn, autocommit=True) as conn, conn.cursor() as cur:
@@ -413,7 +413,7 @@ def main() -> int:
     parser.add_argument("--keep", action="store_true")
     parser.add_argument("--no-docs", dest="docs", action="store_false")
     args = parser.parse_args()
-    admin = args.admin_dsn or pgsource.server_dsn()
+    admin = args.admin_dsn or scratch.server_dsn()
     with psycopg.connect(admin) as conn:
         row = conn.execute("SHOW server_version").fetchone()
         source = os.environ.get("QUEUEGUARD_PG", "embedded")
@@ -441,7 +441,7 @@ def main() -> int:
         log(f"calibration {results['calibration']}")
     finally:
         if not args.keep:
-            pgsource.drop_database(admin, pgsource.dbname_of(dsn))
+            scratch.drop_database(admin, scratch.dbname_of(dsn))
     results["load"] = (load_start, os.getloadavg()[0])
     section = render(args, server, results)
     print(section)

@@ -60,8 +60,8 @@ from typing import Any
 
 import psycopg
 
-from queueguard import pgsource
-from queueguard.db import connection
+from queueguard.pg import scratch
+from queueguard.pg.connect import connection
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs" / "benchmarks.md"
@@ -118,10 +118,10 @@ def peak_rss_mb() -> float:
 
 # children ------------------------------------------------------------------------------------
 def child_queueguard(dsn: str, mode: str, tasks: int, producers: int, consumers: int) -> dict:
-    from queueguard.history import task_payload
-    from queueguard.keys import PhysicalQueue
-    from queueguard.matching import Matching
-    from queueguard.postgres import PostgresStore
+    from queueguard.core.history import task_payload
+    from queueguard.core.keys import PhysicalQueue
+    from queueguard.runtime.matching import Matching
+    from queueguard.stores.postgres import PostgresStore
 
     queue = PhysicalQueue("bench", "orders", "workflow", 0)
     store = PostgresStore(dsn, host_id=f"bench-{mode}", pool_size=producers + consumers + 2)
@@ -334,7 +334,7 @@ def stats(admin_dsn: str, dbname: str) -> tuple[int, int]:
 
 
 def raw_commit_rate(admin_dsn: str, rows: int) -> dict:
-    dsn = pgsource.create_database(admin_dsn, prefix="qgrtbench")
+    dsn = scratch.create_database(admin_dsn, prefix="qgrtbench")
     try:
         with connection(dsn, autocommit=True) as conn:
             conn.execute("CREATE TABLE raw_commits (id bigserial PRIMARY KEY, v int NOT NULL)")
@@ -346,14 +346,14 @@ def raw_commit_rate(admin_dsn: str, rows: int) -> dict:
             elapsed = time.perf_counter() - started
         return {"workload": "raw single-row commits", "rows": rows, "commits_per_s": rows / elapsed}
     finally:
-        pgsource.drop_database(admin_dsn, pgsource.dbname_of(dsn))
+        scratch.drop_database(admin_dsn, scratch.dbname_of(dsn))
 
 
 def run_child(args: argparse.Namespace, admin_dsn: str, mode: str, tasks: int) -> dict:
-    from queueguard.migrate import upgrade
+    from queueguard.upgrade.runner import upgrade
 
-    dsn = pgsource.create_database(admin_dsn, prefix="qgrtbench")
-    dbname = pgsource.dbname_of(dsn)
+    dsn = scratch.create_database(admin_dsn, prefix="qgrtbench")
+    dbname = scratch.dbname_of(dsn)
     try:
         if mode == "procrastinate":
             setup_procrastinate(dsn)
@@ -375,7 +375,7 @@ def run_child(args: argparse.Namespace, admin_dsn: str, mode: str, tasks: int) -
         return result
     finally:
         if not args.keep:
-            pgsource.drop_database(admin_dsn, dbname)
+            scratch.drop_database(admin_dsn, dbname)
 
 
 def _task_rows_inserted(dsn: str) -> int:
@@ -565,7 +565,7 @@ def main() -> int:
     unknown = set(modes) - set(ALL_MODES)
     if unknown:
         parser.error(f"unknown modes {sorted(unknown)}; choose from {ALL_MODES}")
-    admin = args.admin_dsn or pgsource.server_dsn()
+    admin = args.admin_dsn or scratch.server_dsn()
     with connection(admin) as conn:
         row = conn.execute("SHOW server_version").fetchone()
     server = f"PostgreSQL {row[0] if row else '?'}"

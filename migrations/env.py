@@ -14,7 +14,7 @@ from alembic import context
 from sqlalchemy import engine_from_config
 from sqlalchemy.engine import Connection, Engine
 
-from queueguard.alembic_support import engine_for
+from queueguard.upgrade.alembic_config import engine_for
 
 VERSION_TABLE = "queueguard_version"
 config = context.config

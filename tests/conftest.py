@@ -6,26 +6,26 @@ from collections.abc import Callable, Iterator
 
 import pytest
 
-from queueguard import pgsource
-from queueguard.memory import MemoryDatabase, MemoryStore
-from queueguard.migrate import upgrade
-from queueguard.postgres import PostgresStore
-from queueguard.store import Store
+from queueguard.core.store import Store
+from queueguard.pg import scratch
+from queueguard.stores.memory import MemoryDatabase, MemoryStore
+from queueguard.stores.postgres import PostgresStore
+from queueguard.upgrade.runner import upgrade
 
 
 @pytest.fixture(scope="session")
 def pg_admin_dsn() -> str:
-    return pgsource.server_dsn()
+    return scratch.server_dsn()
 
 
 @pytest.fixture(scope="session")
 def head_template(pg_admin_dsn: str) -> Iterator[str]:
     """A database migrated to head once; tests clone it (CREATE DATABASE … TEMPLATE)."""
-    dsn = pgsource.create_database(pg_admin_dsn, prefix="qgtpl")
+    dsn = scratch.create_database(pg_admin_dsn, prefix="qgtpl")
     upgrade(dsn, progress=False)
-    name = pgsource.dbname_of(dsn)
+    name = scratch.dbname_of(dsn)
     yield name
-    pgsource.drop_database(pg_admin_dsn, name)
+    scratch.drop_database(pg_admin_dsn, name)
 
 
 @pytest.fixture
@@ -34,13 +34,13 @@ def make_db(pg_admin_dsn: str) -> Iterator[Callable[..., str]]:
     created: list[str] = []
 
     def make(template: str | None = None) -> str:
-        dsn = pgsource.create_database(pg_admin_dsn, template=template)
-        created.append(pgsource.dbname_of(dsn))
+        dsn = scratch.create_database(pg_admin_dsn, template=template)
+        created.append(scratch.dbname_of(dsn))
         return dsn
 
     yield make
     for name in created:
-        pgsource.drop_database(pg_admin_dsn, name)
+        scratch.drop_database(pg_admin_dsn, name)
 
 
 @pytest.fixture

@@ -10,10 +10,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from queueguard import pgsource
-from queueguard.checksums import table_checksums
-from queueguard.db import connection
-from queueguard.migrate import upgrade
+from queueguard.pg import scratch
+from queueguard.pg.connect import connection
+from queueguard.upgrade.checksums import table_checksums
+from queueguard.upgrade.runner import upgrade
 
 RUN_PINNED = "00000000-0000-4000-8000-000000000001"
 RUN_AUTO = "00000000-0000-4000-8000-000000000002"
@@ -94,9 +94,9 @@ def checksums(dsn: str) -> dict[str, str]:
 
 def template(admin: str, revision: str, rows: str) -> Iterator[str]:
     """A scratch database at `revision` holding `rows`, for CREATE DATABASE … TEMPLATE."""
-    dsn = pgsource.create_database(admin, prefix="qgtpl")
+    dsn = scratch.create_database(admin, prefix="qgtpl")
     upgrade(dsn, to=revision, progress=False)
     execute(dsn, rows)
-    name = pgsource.dbname_of(dsn)
+    name = scratch.dbname_of(dsn)
     yield name
-    pgsource.drop_database(admin, name)
+    scratch.drop_database(admin, name)

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from queueguard.acks import AckTracker
+from queueguard.core.acks import AckTracker
 
 
 @st.composite

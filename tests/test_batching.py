@@ -21,14 +21,14 @@ from typing import Any
 
 import pytest
 
-from queueguard.acks import AckTracker
-from queueguard.backlog import BacklogManager, Spooler
+from queueguard.core.acks import AckTracker
+from queueguard.core.history import FaultyHistory, task_payload
+from queueguard.core.keys import PhysicalQueue
+from queueguard.core.store import JSON, Execution, QueueState, StartOutcome, Store
 from queueguard.errors import StaleRangeError
-from queueguard.history import FaultyHistory, task_payload
-from queueguard.keys import PhysicalQueue
-from queueguard.matching import AddResult, Delivery, Matching
-from queueguard.postgres import PostgresStore
-from queueguard.store import JSON, Execution, QueueState, StartOutcome, Store
+from queueguard.runtime.backlog import BacklogManager, Spooler
+from queueguard.runtime.matching import AddResult, Delivery, Matching
+from queueguard.stores.postgres import PostgresStore
 
 StoreFactory = Callable[[], Store]
 Q = PhysicalQueue("ns", "batched", "workflow", 0)
@@ -531,9 +531,9 @@ def test_spooler_reports_errors_to_every_request_of_the_batch() -> None:
 CRASH_Q = PhysicalQueue("ns", "batched-recovery", "workflow", 1)
 CHILD = r"""
 import json, os, sys, time
-from queueguard.backlog import BacklogManager
-from queueguard.keys import decode
-from queueguard.postgres import PostgresStore
+from queueguard.runtime.backlog import BacklogManager
+from queueguard.core.keys import decode
+from queueguard.stores.postgres import PostgresStore
 
 dsn, key, payload_file, out = sys.argv[1:5]
 payloads = json.loads(open(payload_file).read())

@@ -9,15 +9,15 @@ from typing import Any
 import pytest
 
 from queueguard.cli import main
-from queueguard.db import connection
-from queueguard.dsn import redact
+from queueguard.core.history import task_payload
+from queueguard.core.keys import PhysicalQueue
+from queueguard.core.store import Execution
 from queueguard.errors import UsageError
-from queueguard.history import task_payload
-from queueguard.keys import PhysicalQueue
-from queueguard.matching import Matching
-from queueguard.postgres import PostgresStore
-from queueguard.store import Execution
-from queueguard.targets import ENV_DSN, parse_duration_ms
+from queueguard.pg.connect import connection
+from queueguard.pg.dsn import redact
+from queueguard.pg.targets import ENV_DSN, parse_duration_ms
+from queueguard.runtime.matching import Matching
+from queueguard.stores.postgres import PostgresStore
 
 SECRET = "s3cret"
 UNREACHABLE = f"postgresql://u:{SECRET}@127.0.0.1:1/x"

@@ -1,4 +1,4 @@
-"""The static compatibility matrix (queueguard.compat): legacy statements × revisions."""
+"""The static compatibility matrix (queueguard.upgrade.compat): legacy statements × revisions."""
 
 from __future__ import annotations
 
@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from queueguard import compat, verify
 from queueguard.errors import ConnectionFailed, UsageError
-from queueguard.legacy_worker import (
+from queueguard.upgrade import compat, verify
+from queueguard.upgrade.legacy_worker import (
     DRIVERS,
     WORKERS,
     Driver,
@@ -46,17 +46,17 @@ def matrix(queueguard_server: str) -> compat.Matrix:
 
 @pytest.fixture(scope="module")
 def views(queueguard_server: str) -> dict[str, compat.SchemaView]:
-    from queueguard import pgsource
-    from queueguard.migrate import upgrade
+    from queueguard.pg import scratch
+    from queueguard.upgrade.runner import upgrade
 
     found = {}
     for revision in compat.REVISIONS:
-        dsn = pgsource.create_database(queueguard_server)
+        dsn = scratch.create_database(queueguard_server)
         try:
             upgrade(dsn, to=revision, progress=False)
             found[revision] = compat.schema_view(dsn)
         finally:
-            pgsource.drop_database(queueguard_server, pgsource.dbname_of(dsn))
+            scratch.drop_database(queueguard_server, scratch.dbname_of(dsn))
     return found
 
 

@@ -8,12 +8,12 @@ from collections.abc import Callable
 
 import pytest
 
-from queueguard.backlog import BacklogManager
+from queueguard.core.history import task_payload
+from queueguard.core.keys import PhysicalQueue
+from queueguard.core.store import Execution, StartOutcome, Store
 from queueguard.errors import StaleRangeError, UserDataConflict
-from queueguard.history import task_payload
-from queueguard.keys import PhysicalQueue
-from queueguard.postgres import PostgresStore
-from queueguard.store import Execution, StartOutcome, Store
+from queueguard.runtime.backlog import BacklogManager
+from queueguard.stores.postgres import PostgresStore
 
 StoreFactory = Callable[[], Store]
 Q = PhysicalQueue("ns", "orders", "workflow", 0)

@@ -9,9 +9,7 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from queueguard.db import connection
-from queueguard.errors import InvalidQueueKey
-from queueguard.keys import (
+from queueguard.core.keys import (
     AUTO_VERSION,
     MAX_PARTITION,
     TASK_TYPES,
@@ -20,7 +18,9 @@ from queueguard.keys import (
     legacy_queue,
     validate_components,
 )
-from queueguard.postgres import PostgresStore
+from queueguard.errors import InvalidQueueKey
+from queueguard.pg.connect import connection
+from queueguard.stores.postgres import PostgresStore
 
 Components = tuple[str, str, str, int, str]
 

@@ -14,13 +14,13 @@ from pathlib import Path
 
 import pytest
 
-from queueguard import manifest
 from queueguard.errors import UsageError
 from queueguard.lint import FROZEN_REVISIONS, LintFailed, Report, discover, lint
 from queueguard.lint.model import SqlFile, scan
 from queueguard.lint.rules import RULES
 from queueguard.lint.rules.lock_order import access_exclusive_tables
 from queueguard.resources import migrations_dir
+from queueguard.upgrade import manifest
 
 CORPUS = Path(__file__).parent / "lint_corpus"
 GOLDEN = CORPUS / "golden"

@@ -10,14 +10,14 @@ from typing import Any
 
 import pytest
 
+from queueguard.core.history import FaultyHistory, task_payload
+from queueguard.core.keys import PhysicalQueue
+from queueguard.core.store import JSON, Execution, QueueState, StartOutcome, Store
 from queueguard.errors import InvalidQueueKey, NotOwner
-from queueguard.history import FaultyHistory, task_payload
-from queueguard.keys import PhysicalQueue
-from queueguard.matching import AddResult, Delivery, Matching
-from queueguard.membership import StaticMembership
-from queueguard.memory import MemoryStore
-from queueguard.postgres import PostgresStore
-from queueguard.store import JSON, Execution, QueueState, StartOutcome, Store
+from queueguard.runtime.matching import AddResult, Delivery, Matching
+from queueguard.runtime.membership import StaticMembership
+from queueguard.stores.memory import MemoryStore
+from queueguard.stores.postgres import PostgresStore
 
 StoreFactory = Callable[[], Store]
 Q = PhysicalQueue("ns", "orders", "workflow", 0)

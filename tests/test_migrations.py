@@ -33,17 +33,18 @@ from psycopg.types.json import Jsonb
 from pytest_alembic.runner import MigrationContext
 from pytest_alembic.tests import default as alembic_builtin
 
-from queueguard import catalog, keys, manifest
-from queueguard.alembic_support import config as alembic_config_for
-from queueguard.alembic_support import engine_for
+from queueguard.core import keys
 from queueguard.errors import (
     IrreversibleMigration,
     LockTimeout,
     MigrationRefused,
     TamperedMigration,
 )
-from queueguard.migrate import upgrade
 from queueguard.resources import migrations_dir
+from queueguard.upgrade import catalog, manifest
+from queueguard.upgrade.alembic_config import config as alembic_config_for
+from queueguard.upgrade.alembic_config import engine_for
+from queueguard.upgrade.runner import upgrade
 
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
@@ -1123,8 +1124,8 @@ def test_alembic_command_line_upgrades_an_empty_database(empty_db: str, head_db:
 
 
 def test_tables_without_a_version_table_are_refused(empty_db: str) -> None:
-    from queueguard.db import connection
     from queueguard.errors import UnknownSchema
+    from queueguard.pg.connect import connection
 
     with connection(empty_db) as conn:
         conn.execute("CREATE TABLE tasks (id int)")

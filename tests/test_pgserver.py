@@ -1,4 +1,4 @@
-"""Contracts of the local PostgreSQL manager (queueguard.pgserver).
+"""Contracts of the local PostgreSQL manager (queueguard.pg.servers).
 
 Data directories live in a fresh directory directly under /tmp rather than pytest's tmp_path:
 as root, pytest's /tmp/pytest-of-root is 0700, so the ``queueguard`` service user that runs the
@@ -24,9 +24,9 @@ import psycopg
 import pytest
 from psycopg.conninfo import conninfo_to_dict
 
-from queueguard import pgserver
 from queueguard.errors import DataDirVersionMismatch, EmbeddedServerError
-from queueguard.pgserver import LocalServer, embedded_server, system_server
+from queueguard.pg import servers
+from queueguard.pg.servers import LocalServer, embedded_server, system_server
 
 SRC = Path(__file__).resolve().parents[1] / "src"
 SYSTEM_BIN = Path("/usr/lib/postgresql/15/bin")
@@ -113,7 +113,8 @@ def test_reuse_returns_same_server(make_server: MakeServer) -> None:
 def test_concurrent_first_start_shares_one_server(make_server: MakeServer) -> None:
     server = make_server()
     code = (
-        "import json, sys; from pathlib import Path; from queueguard.pgserver import LocalServer\n"
+        "import json, sys; from pathlib import Path\n"
+        "from queueguard.pg.servers import LocalServer\n"
         "s = LocalServer(Path(sys.argv[1]), Path(sys.argv[2])); dsn = s.ensure_running()\n"
         "pid = int((s.data_dir / 'postmaster.pid').read_text().split()[0])\n"
         "print(json.dumps({'dsn': dsn, 'pid': pid}))\n"
@@ -193,16 +194,16 @@ def test_start_failure_reports_server_log_tail(make_server: MakeServer) -> None:
 
 def test_default_data_dir(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("QUEUEGUARD_HOME", str(tmp_path))
-    assert pgserver.default_data_dir() == tmp_path / "pgdata"
+    assert servers.default_data_dir() == tmp_path / "pgdata"
     monkeypatch.delenv("QUEUEGUARD_HOME")
     monkeypatch.setattr(os, "geteuid", lambda: 0)
-    assert pgserver.default_data_dir() == Path("/var/lib/queueguard/pgdata")
+    assert servers.default_data_dir() == Path("/var/lib/queueguard/pgdata")
     monkeypatch.setattr(os, "geteuid", lambda: 1000)
     monkeypatch.setenv("XDG_DATA_HOME", str(tmp_path))
-    assert pgserver.default_data_dir() == tmp_path / "queueguard" / "pgdata"
+    assert servers.default_data_dir() == tmp_path / "queueguard" / "pgdata"
     monkeypatch.setenv("XDG_DATA_HOME", "")
     monkeypatch.setenv("HOME", str(tmp_path))
-    assert pgserver.default_data_dir() == tmp_path / ".local/share/queueguard/pgdata"
+    assert servers.default_data_dir() == tmp_path / ".local/share/queueguard/pgdata"
 
 
 def test_system_server_postgres_15(make_server: MakeServer) -> None:

@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import pytest
 
-from queueguard import pgsource
 from queueguard.cli import main
 from queueguard.errors import EmbeddedServerError, UsageError
+from queueguard.pg import scratch
 
 pytest_plugins = ["pytester"]
 
 EXAMPLE = """
-from queueguard.db import connection
-from queueguard.keys import PhysicalQueue
+from queueguard.pg.connect import connection
+from queueguard.core.keys import PhysicalQueue
 
 
 def test_scratch_database_is_empty(queueguard_dsn):
@@ -76,13 +76,13 @@ def _docker_engine() -> bool:
 def test_docker_backend() -> None:
     """Real where an engine runs; elsewhere one clear line, never a stack trace."""
     if _docker_engine():
-        from queueguard.db import connection
+        from queueguard.pg.connect import connection
 
-        with connection(pgsource.server_dsn("docker:16")) as conn:
+        with connection(scratch.server_dsn("docker:16")) as conn:
             assert conn.execute("SHOW server_version").fetchone()[0].startswith("16")
         return
     with pytest.raises(EmbeddedServerError) as err:
-        pgsource.server_dsn("docker:16")
+        scratch.server_dsn("docker:16")
     message = str(err.value)
     assert message.startswith("docker:16: no usable Docker engine")
     assert "\n" not in message
@@ -101,4 +101,4 @@ def test_docker_backend_through_the_cli_is_one_line(
 
 def test_unknown_backend_is_a_usage_error() -> None:
     with pytest.raises(UsageError, match="expected embedded, system"):
-        pgsource.server_dsn("oracle")
+        scratch.server_dsn("oracle")

@@ -22,12 +22,12 @@ from preflight_support import (
     payload,
     template,
 )
-from queueguard import audit
 from queueguard.cli import main
-from queueguard.db import connection
-from queueguard.dsn import with_params
 from queueguard.errors import ConnectionFailed, UsageError
-from queueguard.preflight import PreflightReport, preflight, render_text
+from queueguard.pg.connect import connection
+from queueguard.pg.dsn import with_params
+from queueguard.upgrade import audit
+from queueguard.upgrade.preflight import PreflightReport, preflight, render_text
 
 ROOT = Path(__file__).resolve().parents[1]
 

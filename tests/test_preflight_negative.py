@@ -16,12 +16,13 @@ from pathlib import Path
 import pytest
 
 from preflight_support import checksums, execute
-from queueguard import golden, pgsource
 from queueguard.cli import main
 from queueguard.errors import QueueguardError
-from queueguard.migrate import upgrade
-from queueguard.preflight import preflight, render_text
+from queueguard.pg import scratch
 from queueguard.resources import fixtures_dir
+from queueguard.upgrade import golden
+from queueguard.upgrade.preflight import preflight, render_text
+from queueguard.upgrade.runner import upgrade
 
 NEGATIVE = fixtures_dir() / "negative"
 
@@ -43,11 +44,11 @@ DEFECTS = [Defect.read(p) for p in sorted(NEGATIVE.glob("*.sql"))]
 
 
 def _template(admin: str, fixture: str) -> Iterator[str]:
-    dsn = pgsource.create_database(admin, prefix="qgtpl")
+    dsn = scratch.create_database(admin, prefix="qgtpl")
     golden.load(golden.get(fixture), dsn)
-    name = pgsource.dbname_of(dsn)
+    name = scratch.dbname_of(dsn)
     yield name
-    pgsource.drop_database(admin, name)
+    scratch.drop_database(admin, name)
 
 
 @pytest.fixture(scope="session")

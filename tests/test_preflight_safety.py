@@ -21,11 +21,12 @@ import psycopg
 import pytest
 
 from preflight_support import V03_ROWS, checksums, execute, scalar, template
-from queueguard import audit, pgsource
 from queueguard.cli import main
-from queueguard.db import connection
-from queueguard.dsn import with_params
-from queueguard.preflight import APPLICATION_NAME, PreflightReport, preflight
+from queueguard.pg import scratch
+from queueguard.pg.connect import connection
+from queueguard.pg.dsn import with_params
+from queueguard.upgrade import audit
+from queueguard.upgrade.preflight import APPLICATION_NAME, PreflightReport, preflight
 
 HEADER = "-- check:    data.probe (info)\n-- applies-to: 003\n"
 
@@ -52,7 +53,7 @@ def _with_extra(monkeypatch: pytest.MonkeyPatch, name: str, body: str) -> None:
 @pytest.fixture
 def reader_dsn(v03_db: str, pg_admin_dsn: str) -> Iterator[str]:
     role = f"qg_reader_{uuid.uuid4().hex[:8]}"
-    db = pgsource.dbname_of(v03_db)
+    db = scratch.dbname_of(v03_db)
     execute(
         v03_db,
         f"CREATE ROLE {role} LOGIN PASSWORD 'reader-pw';"
@@ -251,7 +252,7 @@ def test_one_read_only_transaction_with_local_settings(
 def test_settings_do_not_outlive_the_transaction(v03_db: str) -> None:
     """Through a transaction-pooling proxy the next client gets the server connection as is."""
     with connection(v03_db, autocommit=True) as conn:
-        from queueguard import preflight as module
+        from queueguard.upgrade import preflight as module
 
         with conn.cursor() as cur:
             cur.execute(module.BEGIN)

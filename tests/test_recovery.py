@@ -16,11 +16,11 @@ import time
 import uuid
 from pathlib import Path
 
-from queueguard.backlog import BacklogManager
-from queueguard.history import task_payload
-from queueguard.keys import PhysicalQueue
-from queueguard.postgres import PostgresStore
-from queueguard.store import Execution, StartOutcome
+from queueguard.core.history import task_payload
+from queueguard.core.keys import PhysicalQueue
+from queueguard.core.store import Execution, StartOutcome
+from queueguard.runtime.backlog import BacklogManager
+from queueguard.stores.postgres import PostgresStore
 
 Q = PhysicalQueue("ns", "recovery", "workflow", 3)
 TASKS = 400
@@ -28,9 +28,9 @@ KILL_AFTER_ACKS = 50
 
 CHILD = r"""
 import json, os, random, sys, time
-from queueguard.backlog import BacklogManager
-from queueguard.keys import decode
-from queueguard.postgres import PostgresStore
+from queueguard.runtime.backlog import BacklogManager
+from queueguard.core.keys import decode
+from queueguard.stores.postgres import PostgresStore
 
 dsn, key, payload_file, out = sys.argv[1:5]
 payloads = json.loads(open(payload_file).read())

@@ -23,9 +23,9 @@ import chaos_fuzz as fuzz
 
 from queueguard import snapshot
 from queueguard.errors import SnapshotError, UsageError
-from queueguard.migrate import upgrade
-from queueguard.preflight import preflight
-from queueguard.targets import parse_duration_ms
+from queueguard.pg.targets import parse_duration_ms
+from queueguard.upgrade.preflight import preflight
+from queueguard.upgrade.runner import upgrade
 
 PURE = settings(max_examples=1000, deadline=None, suppress_health_check=list(HealthCheck))
 DB = settings(

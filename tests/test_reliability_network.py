@@ -82,7 +82,7 @@ def test_a_scratch_server_listens_on_tcp_only_when_asked(
 ) -> None:
     """pgserver's `port`/`settings` options (used here only): TCP on 127.0.0.1 with password
     logins, the Unix socket named after the port; bad settings are refused up front."""
-    from queueguard.pgserver import LocalServer
+    from queueguard.pg.servers import LocalServer
 
     server, password = tcp_server
     rows = _chaos.query(server.admin_dsn(), "SHOW listen_addresses")

@@ -20,13 +20,13 @@ import _chaos
 import chaos_crash
 import chaos_membership
 
+from queueguard.core.history import task_payload
+from queueguard.core.keys import PhysicalQueue
+from queueguard.core.store import Execution, StartOutcome
 from queueguard.errors import ConnectionFailed
-from queueguard.history import task_payload
-from queueguard.keys import PhysicalQueue
-from queueguard.matching import Matching
-from queueguard.memory import MemoryDatabase, MemoryStore
-from queueguard.postgres import PostgresStore
-from queueguard.store import Execution, StartOutcome
+from queueguard.runtime.matching import Matching
+from queueguard.stores.memory import MemoryDatabase, MemoryStore
+from queueguard.stores.postgres import PostgresStore
 
 Q = PhysicalQueue("ns", "reliability")
 

@@ -16,7 +16,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
 
 import chaos_two_runners
 
-from queueguard import golden
+from queueguard.upgrade import golden
 
 
 def test_a_runner_that_waits_too_long_fails_cleanly(make_db: Callable[..., str]) -> None:

@@ -11,11 +11,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from queueguard.core.keys import legacy_queue
 from queueguard.errors import LegacySnapshotError, SnapshotError
-from queueguard.keys import legacy_queue
-from queueguard.memory import MemoryDatabase, MemoryStore
-from queueguard.relocation import apply_004
 from queueguard.snapshot import export_memory, import_memory, parse, upgrade_document
+from queueguard.snapshot.relocation import apply_004
+from queueguard.stores.memory import MemoryDatabase, MemoryStore
 
 RUN = "7a1d0c3e-57b2-4c6e-9f3a-2b8c6d5e4f10"
 
@@ -61,7 +61,7 @@ def test_valid_format4_round_trips_through_memory() -> None:
 
 def test_memory_export_is_importable_after_use() -> None:
     store = MemoryStore()
-    from queueguard.keys import PhysicalQueue
+    from queueguard.core.keys import PhysicalQueue
 
     q = PhysicalQueue("ns", "fam")
     state = store.load_queue(q)

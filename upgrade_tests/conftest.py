@@ -6,8 +6,8 @@ from typing import Any
 
 import pytest
 
-from queueguard.db import connection
-from queueguard.golden import Fixture, all_fixtures
+from queueguard.pg.connect import connection
+from queueguard.upgrade.golden import Fixture, all_fixtures
 
 FIXTURES = all_fixtures()
 

@@ -4,9 +4,10 @@ Part 1, the runtime side (protocol 4, psycopg): every host announces `queueguard
 checks `runtime_protocol` at startup and in the transaction of every queue load, and refuses
 an older schema with "run queueguard upgrade".
 
-Parts 2–3, released hosts replayed from `fixtures/legacy_workers/` by `queueguard.legacy_worker`
-through pg8000 (and, to show the fence does not depend on the driver, through psycopg): each
-test proves with per-table checksums that the refused calls changed nothing.
+Parts 2–3, released hosts replayed from `fixtures/legacy_workers/` by
+`queueguard.upgrade.legacy_worker` through pg8000 (and, to show the fence does not depend on
+the driver, through psycopg): each test proves with per-table checksums that the refused
+calls changed nothing.
 """
 
 from __future__ import annotations
@@ -19,10 +20,8 @@ from typing import Any
 
 import pytest
 
-from queueguard import PROTOCOL, postgres
-from queueguard.checksums import table_checksums
-from queueguard.db import connection
-from queueguard.dsn import application_name
+from queueguard.core.keys import PhysicalQueue
+from queueguard.core.protocol import PROTOCOL
 from queueguard.errors import (
     OlderHostsConnected,
     ProtocolMismatch,
@@ -30,8 +29,14 @@ from queueguard.errors import (
     StaleRangeError,
     UserDataConflict,
 )
-from queueguard.keys import PhysicalQueue
-from queueguard.legacy_worker import (
+from queueguard.pg.connect import connection
+from queueguard.pg.dsn import application_name
+from queueguard.runtime.matching import Matching
+from queueguard.stores import postgres
+from queueguard.stores.memory import MemoryDatabase, MemoryStore
+from queueguard.stores.postgres import PostgresStore
+from queueguard.upgrade.checksums import table_checksums
+from queueguard.upgrade.legacy_worker import (
     DRIVERS,
     Driver,
     LegacyQueue,
@@ -39,10 +44,7 @@ from queueguard.legacy_worker import (
     V02Worker,
     V03Worker,
 )
-from queueguard.matching import Matching
-from queueguard.memory import MemoryDatabase, MemoryStore
-from queueguard.migrate import upgrade
-from queueguard.postgres import PostgresStore
+from queueguard.upgrade.runner import upgrade
 
 from .conftest import rows
 
@@ -303,7 +305,7 @@ def test_v03_worker_started_after_upgrade_fails_at_handshake(
 def test_operator_sees_one_error_line_within_a_second(upgraded_v03_db: str) -> None:
     """A v0.3 host started as a process against head: one line, both versions, the remedy."""
     before = checksums(upgraded_v03_db)
-    command = [sys.executable, "-m", "queueguard.legacy_worker", "--worker", "v0.3"]
+    command = [sys.executable, "-m", "queueguard.upgrade.legacy_worker", "--worker", "v0.3"]
     command += ["--dsn", upgraded_v03_db, "--host-id", "ops-1"]
     started = time.perf_counter()
     done = subprocess.run(

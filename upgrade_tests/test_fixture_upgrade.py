@@ -9,13 +9,14 @@ from typing import Any
 
 import pytest
 
-from queueguard import catalog, snapshot, state
-from queueguard.checksums import table_checksums
-from queueguard.db import connection
-from queueguard.golden import Fixture
-from queueguard.migrate import REVISIONS, upgrade
-from queueguard.relocation import UNVERSIONED, directives
-from queueguard.verify import state_diff
+from queueguard import snapshot
+from queueguard.pg.connect import connection
+from queueguard.snapshot.relocation import UNVERSIONED, directives
+from queueguard.upgrade import catalog, state
+from queueguard.upgrade.checksums import table_checksums
+from queueguard.upgrade.golden import Fixture
+from queueguard.upgrade.runner import REVISIONS, upgrade
+from queueguard.upgrade.verify import state_diff
 
 from .conftest import rows
 

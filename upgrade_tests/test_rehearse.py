@@ -9,11 +9,11 @@ from collections.abc import Callable
 
 import pytest
 
-from queueguard.checksums import table_checksums
 from queueguard.cli import main
-from queueguard.db import connection
-from queueguard.golden import get
-from queueguard.rehearse import _payload_key, check_conservation, rehearse
+from queueguard.pg.connect import connection
+from queueguard.upgrade.checksums import table_checksums
+from queueguard.upgrade.golden import get
+from queueguard.upgrade.rehearse import _payload_key, check_conservation, rehearse
 
 Db = Callable[..., str]
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from queueguard.keys import PhysicalQueue
-from queueguard.matching import Matching
-from queueguard.store import StartOutcome
+from queueguard.core.keys import PhysicalQueue
+from queueguard.core.store import StartOutcome
+from queueguard.runtime.matching import Matching
 
 from .conftest import rows
 

@@ -8,12 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from queueguard import snapshot, state
+from queueguard import snapshot
 from queueguard.cli import main
-from queueguard.db import connection
-from queueguard.golden import snapshot_path
-from queueguard.migrate import upgrade
-from queueguard.verify import state_diff
+from queueguard.pg.connect import connection
+from queueguard.upgrade import state
+from queueguard.upgrade.golden import snapshot_path
+from queueguard.upgrade.runner import upgrade
+from queueguard.upgrade.verify import state_diff
 
 Db = Callable[..., str]
 V3_SNAPSHOTS = sorted(p.name for p in snapshot_path("").glob("v3_*.json"))

@@ -12,9 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from queueguard import alembic_support, compat, manifest, pgsource
+from queueguard.pg import scratch
 from queueguard.resources import migrations_dir
-from queueguard.verify import render, verify
+from queueguard.upgrade import alembic_config, compat, manifest
+from queueguard.upgrade.verify import render, verify
 
 DROP_ONE_RELOCATED_ROW = """
 -- mutation: lose the last relocated row of the first destination
@@ -37,7 +38,7 @@ def mutated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     """A copy of the migration set that queueguard uses instead of the shipped one."""
     root = tmp_path / "migrations"
     shutil.copytree(migrations_dir(), root)
-    for module in (alembic_support, manifest, compat):
+    for module in (alembic_config, manifest, compat):
         monkeypatch.setattr(module, "migrations_dir", lambda: root)
     yield root
 
@@ -72,4 +73,4 @@ def test_verify_fails_with_a_readable_diff(
 def test_unmutated_copy_passes(mutated: Path, queueguard_server: str) -> None:
     report = verify(queueguard_server, ["v0.3"], preflight=None)
     assert report.ok, render(report)
-    assert pgsource.dbname_of(queueguard_server) == "postgres"
+    assert scratch.dbname_of(queueguard_server) == "postgres"

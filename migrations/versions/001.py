@@ -1,9 +1,9 @@
 """001 — v0.1: History's tables and the delivery-id spool.
 
-Thin revision: the SQL lives in migrations/sql/001/ (see queueguard.steps).
+Thin revision: the SQL lives in migrations/sql/001/ (see queueguard.upgrade.steps).
 """
 
-from queueguard import steps
+from queueguard.upgrade import steps
 
 revision = "001"
 down_revision = None

@@ -1,9 +1,9 @@
 """002 — v0.2: per-family user data.
 
-Thin revision: the SQL lives in migrations/sql/002/ (see queueguard.steps).
+Thin revision: the SQL lives in migrations/sql/002/ (see queueguard.upgrade.steps).
 """
 
-from queueguard import steps
+from queueguard.upgrade import steps
 
 revision = "002"
 down_revision = "001"

@@ -1,9 +1,9 @@
 """003 — v0.3: queue ownership (task_queues, runtime_protocol, tasks rebuilt).
 
-Thin revision: the SQL lives in migrations/sql/003/ (see queueguard.steps).
+Thin revision: the SQL lives in migrations/sql/003/ (see queueguard.upgrade.steps).
 """
 
-from queueguard import steps
+from queueguard.upgrade import steps
 
 revision = "003"
 down_revision = "002"

@@ -1,9 +1,9 @@
 """004 — v0.4 (head): version directives, auto-backlog relocation, the fence.
 
-Thin revision: the SQL lives in migrations/sql/004/ (see queueguard.steps).
+Thin revision: the SQL lives in migrations/sql/004/ (see queueguard.upgrade.steps).
 """
 
-from queueguard import steps
+from queueguard.upgrade import steps
 
 revision = "004"
 down_revision = "003"

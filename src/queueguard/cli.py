@@ -13,9 +13,10 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from queueguard import PROTOCOL, __version__
-from queueguard.dsn import redact
+from queueguard import __version__
+from queueguard.core.protocol import PROTOCOL
 from queueguard.errors import QueueguardError, UsageError
+from queueguard.pg.dsn import redact
 from queueguard.style import wants_color
 
 Handler = Callable[[argparse.Namespace], int]
@@ -27,7 +28,7 @@ def _emit_json(doc: dict[str, Any]) -> None:
 
 
 def _target(args: argparse.Namespace, *, fallback: bool) -> str:
-    from queueguard import targets
+    from queueguard.pg import targets
 
     dsn = targets.resolve(
         getattr(args, "dsn", None), embedded=getattr(args, "embedded", False), fallback=fallback
@@ -41,9 +42,10 @@ def _target(args: argparse.Namespace, *, fallback: bool) -> str:
 def cmd_demo(args: argparse.Namespace) -> int:
     import uuid
 
-    from queueguard import demo, pgsource
-    from queueguard.memory import MemoryStore
-    from queueguard.postgres import PostgresStore
+    from queueguard.pg import scratch
+    from queueguard.runtime import demo
+    from queueguard.stores.memory import MemoryStore
+    from queueguard.stores.postgres import PostgresStore
 
     results: dict[str, Any] = {"memory": demo.walkthrough(MemoryStore())}
     if args.dsn:
@@ -53,8 +55,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
         finally:
             store.close()
     else:  # a scratch database on the embedded server, dropped afterwards
-        admin = pgsource.server_dsn("embedded")
-        dsn = pgsource.create_database(admin, prefix="qg_demo")
+        admin = scratch.server_dsn("embedded")
+        dsn = scratch.create_database(admin, prefix="qg_demo")
         try:
             store = PostgresStore(dsn, host_id="demo")
             try:
@@ -62,7 +64,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
             finally:
                 store.close()
         finally:
-            pgsource.drop_database(admin, pgsource.dbname_of(dsn))
+            scratch.drop_database(admin, scratch.dbname_of(dsn))
     if args.json:
         _emit_json(results)
     else:
@@ -74,7 +76,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 # status / inspect --------------------------------------------------------------------
 def cmd_status(args: argparse.Namespace) -> int:
-    from queueguard.status import status
+    from queueguard.upgrade.status import status
 
     doc = status(_target(args, fallback=True))
     if args.json:
@@ -86,7 +88,7 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 
 def cmd_inspect(args: argparse.Namespace) -> int:
-    from queueguard.status import inspect_workflow
+    from queueguard.upgrade.status import inspect_workflow
 
     doc = inspect_workflow(_target(args, fallback=True), args.workflow_id, args.namespace)
     if args.json:
@@ -103,9 +105,9 @@ def cmd_inspect(args: argparse.Namespace) -> int:
 
 # db ----------------------------------------------------------------------------------
 def cmd_db(args: argparse.Namespace) -> int:
-    from queueguard import pgserver, targets
+    from queueguard.pg import servers, targets
 
-    server = pgserver.embedded_server()
+    server = servers.embedded_server()
     if args.action == "url":
         print(targets.embedded_dsn())
     elif args.action == "start":
@@ -118,14 +120,14 @@ def cmd_db(args: argparse.Namespace) -> int:
 
 # upgrade -----------------------------------------------------------------------------
 def cmd_upgrade(args: argparse.Namespace) -> int:
-    from queueguard import migrate
-    from queueguard.targets import parse_duration_ms
+    from queueguard.pg.targets import parse_duration_ms
+    from queueguard.upgrade import runner
 
     if args.sql:
-        print(migrate.render_sql(args.to))
+        print(runner.render_sql(args.to))
         return 0
     dsn = _target(args, fallback=False)
-    report = migrate.upgrade(
+    report = runner.upgrade(
         dsn,
         to=args.to,
         lock_timeout_ms=parse_duration_ms(args.lock_timeout),
@@ -153,9 +155,10 @@ def cmd_upgrade(args: argparse.Namespace) -> int:
 
 # verify / fixtures / snapshot / rehearse ----------------------------------------------------
 def cmd_verify(args: argparse.Namespace) -> int:
-    from queueguard import pgsource, verify
+    from queueguard.pg import scratch
+    from queueguard.upgrade import verify
 
-    admin = args.dsn or pgsource.server_dsn()
+    admin = args.dsn or scratch.server_dsn()
 
     def progress(line: str) -> None:
         print(f"verify: {line}", file=sys.stderr, flush=True)
@@ -169,7 +172,7 @@ def cmd_verify(args: argparse.Namespace) -> int:
 
 
 def cmd_fixtures(args: argparse.Namespace) -> int:
-    from queueguard import golden as fixtures
+    from queueguard.upgrade import golden as fixtures
 
     if args.action == "list":
         rows = [
@@ -194,8 +197,9 @@ def cmd_fixtures(args: argparse.Namespace) -> int:
 def cmd_snapshot(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from queueguard import snapshot, state
-    from queueguard.db import connection
+    from queueguard import snapshot
+    from queueguard.pg.connect import connection
+    from queueguard.upgrade import state
 
     if args.action == "export":
         with connection(_target(args, fallback=True)) as conn:
@@ -220,10 +224,10 @@ def cmd_snapshot(args: argparse.Namespace) -> int:
             f"valid snapshot: {queues} queues, {tasks} tasks (validated only; pass --dsn to import)"
         )
         return 0
-    from queueguard.migrate import upgrade
+    from queueguard.upgrade.runner import upgrade
 
     dsn = _target(args, fallback=False)
-    from queueguard import schema
+    from queueguard.stores import schema
 
     with connection(dsn) as conn:
         found = schema.inspect(conn)
@@ -240,7 +244,7 @@ def cmd_snapshot(args: argparse.Namespace) -> int:
 
 
 def cmd_rehearse(args: argparse.Namespace) -> int:
-    from queueguard.rehearse import rehearse
+    from queueguard.upgrade.rehearse import rehearse
 
     result = rehearse(_target(args, fallback=False), args.scratch_dsn)
     if args.json:
@@ -263,8 +267,8 @@ def cmd_rehearse(args: argparse.Namespace) -> int:
 
 # preflight ---------------------------------------------------------------------------
 def cmd_preflight(args: argparse.Namespace) -> int:
-    from queueguard.preflight import preflight, render_text
-    from queueguard.targets import parse_duration_ms
+    from queueguard.pg.targets import parse_duration_ms
+    from queueguard.upgrade.preflight import preflight, render_text
 
     report = preflight(
         _target(args, fallback=False),

@@ -23,8 +23,8 @@ from queueguard.lint import squawk
 from queueguard.lint.model import Corpus, Finding, Kind, SqlFile
 from queueguard.lint.rules import RULES
 from queueguard.lint.silences import Silenced, apply
-from queueguard.manifest import MANIFEST
 from queueguard.resources import audit_dir, migrations_dir
+from queueguard.upgrade.manifest import MANIFEST
 
 __all__ = ["FROZEN_REVISIONS", "Finding", "LintFailed", "Report", "discover", "lint"]
 

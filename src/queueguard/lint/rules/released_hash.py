@@ -1,9 +1,9 @@
 """migration.tampered: a released migration's content matches the checked-in manifest.
 
 Released revisions are frozen history: users' databases record their hashes, so an edit
-(even to a comment) is drift. `queueguard.manifest.verify` names every edited, removed, added
-or reordered file; each problem becomes one finding located at the file it names (line 1),
-else at the manifest. No inline marker can silence it.
+(even to a comment) is drift. `queueguard.upgrade.manifest.verify` names every edited,
+removed, added or reordered file; each problem becomes one finding located at the file it
+names (line 1), else at the manifest. No inline marker can silence it.
 """
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ import re
 from collections.abc import Iterator
 from pathlib import Path
 
-from queueguard import manifest
 from queueguard.errors import TamperedMigration
 from queueguard.lint.model import Corpus, Finding, Rule
+from queueguard.upgrade import manifest
 
 CODE = "migration.tampered"
 HINT = (

@@ -1,0 +1,109 @@
+"""History helpers shared by both stores: task payloads and fault injection."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from queueguard.core.store import JSON, Execution, History, StartOutcome
+
+
+def task_payload(
+    namespace: str,
+    workflow_id: str,
+    run_id: str,
+    kind: str,
+    scheduled_event_id: int,
+    attempt: int = 1,
+    enqueued_at: str | None = None,
+) -> JSON:
+    """A task's `data`, in the shape it has had since 001."""
+    return {
+        "task": {
+            "namespace": namespace,
+            "workflowId": workflow_id,
+            "runId": run_id,
+            "kind": kind,
+            "scheduledEventId": scheduled_event_id,
+            "attempt": attempt,
+        },
+        "enqueuedAt": enqueued_at or datetime.now(UTC).isoformat(),
+    }
+
+
+def task_identity(data: JSON) -> tuple[str, int]:
+    """(runId, scheduledEventId) of a payload; malformed payloads map to an obsolete start."""
+    task: Any = data.get("task") if isinstance(data, dict) else None
+    if not isinstance(task, dict):
+        return ("", -1)
+    run_id = task.get("runId")
+    event = task.get("scheduledEventId")
+    return (run_id if isinstance(run_id, str) else "", event if isinstance(event, int) else -1)
+
+
+class FaultyHistory:
+    """Wraps a History and answers RETRYABLE when `should_fail` says so (tests, chaos)."""
+
+    def __init__(
+        self, inner: History, should_fail: Callable[[str, int], bool] | None = None
+    ) -> None:
+        self.inner = inner
+        self._should_fail = should_fail
+        self._fail_next = 0
+        self._lock = threading.Lock()
+
+    def fail_next(self, n: int) -> None:
+        """The next `n` RecordTaskStarted calls fail retryably."""
+        with self._lock:
+            self._fail_next = n
+
+    def add_execution(self, execution: Execution) -> None:
+        self.inner.add_execution(execution)
+
+    def schedule_task(self, run_id: str, scheduled_event_id: int, kind: str) -> None:
+        self.inner.schedule_task(run_id, scheduled_event_id, kind)
+
+    def set_status(self, run_id: str, status: str) -> None:
+        self.inner.set_status(run_id, status)
+
+    def _fails(self, run_id: str, scheduled_event_id: int) -> bool:
+        with self._lock:
+            if self._fail_next > 0:
+                self._fail_next -= 1
+                return True
+        return self._should_fail is not None and self._should_fail(run_id, scheduled_event_id)
+
+    def record_task_started(self, run_id: str, scheduled_event_id: int) -> StartOutcome:
+        if self._fails(run_id, scheduled_event_id):
+            return StartOutcome.RETRYABLE
+        return self.inner.record_task_started(run_id, scheduled_event_id)
+
+    def record_tasks_started(self, identities: Sequence[tuple[str, int]]) -> list[StartOutcome]:
+        """Faults are decided per item, in order; the rest go to History in one call."""
+        failed = [self._fails(run_id, event) for run_id, event in identities]
+        passed = [i for i, f in zip(identities, failed, strict=True) if not f]
+        answers = iter(self.inner.record_tasks_started(passed) if passed else [])
+        return [StartOutcome.RETRYABLE if f else next(answers) for f in failed]
+
+
+def dedupe_starts(
+    identities: Sequence[tuple[str, int]],
+    record: Callable[[list[tuple[str, int]]], list[StartOutcome]],
+) -> list[StartOutcome]:
+    """Ask `record` once per distinct identity and answer repeats as a one-by-one History
+    would: already-started after a start (or an already-started), obsolete after obsolete."""
+    first: dict[tuple[str, int], int] = {}
+    for identity in identities:
+        first.setdefault(identity, len(first))
+    answers = record(list(first)) if first else []
+    out: list[StartOutcome] = []
+    seen: set[tuple[str, int]] = set()
+    for identity in identities:
+        answer = answers[first[identity]]
+        if identity in seen and answer is StartOutcome.STARTED:
+            answer = StartOutcome.ALREADY_STARTED
+        seen.add(identity)
+        out.append(answer)
+    return out

@@ -1,0 +1,150 @@
+"""The store contract: what the runtime needs from persistence, implemented twice.
+
+`MemoryStore` and `PostgresStore` implement it; one contract test suite runs against both.
+Every write that changes a queue's backlog is range-checked: a stale owner gets
+`StaleRangeError` and nothing it tried becomes visible.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from enum import Enum
+from typing import Any, Protocol
+
+from queueguard.core.keys import PhysicalQueue
+
+JSON = dict[str, Any]
+
+
+@dataclass(frozen=True)
+class QueueState:
+    """Durable metadata of one physical queue (a `task_queues` row)."""
+
+    range_id: int
+    ack_level: int
+    last_task_id: int
+
+
+@dataclass(frozen=True)
+class Task:
+    """One spooled task row."""
+
+    task_id: int
+    data: JSON
+
+
+@dataclass(frozen=True)
+class UserData:
+    """Per-family configuration; version 0 means absent."""
+
+    version: int
+    data: JSON | None
+
+
+class StartOutcome(Enum):
+    """History's answer to RecordTaskStarted."""
+
+    STARTED = "started"
+    ALREADY_STARTED = "already-started"
+    OBSOLETE = "obsolete"
+    RETRYABLE = "retryable"
+
+    @property
+    def acks(self) -> bool:
+        """Every outcome but a retryable failure lets Matching acknowledge the delivery."""
+        return self is not StartOutcome.RETRYABLE
+
+
+@dataclass(frozen=True)
+class Execution:
+    run_id: str
+    namespace: str
+    workflow_id: str
+    status: str = "running"
+    versioning_behavior: str = "unversioned"
+    deployment_version: str | None = None
+
+
+class History(Protocol):
+    """Minimal History: executions, scheduled tasks and RecordTaskStarted."""
+
+    def add_execution(self, execution: Execution) -> None: ...
+
+    def schedule_task(self, run_id: str, scheduled_event_id: int, kind: str) -> None: ...
+
+    def set_status(self, run_id: str, status: str) -> None: ...
+
+    def record_task_started(self, run_id: str, scheduled_event_id: int) -> StartOutcome: ...
+
+    def record_tasks_started(self, identities: Sequence[tuple[str, int]]) -> list[StartOutcome]:
+        """RecordTaskStarted for several (runId, scheduledEventId) at once: one answer per
+        item, in order, exactly as if asked one by one in that order (a repeated identity
+        answers already-started after a start)."""
+
+
+class Store(Protocol):
+    """Persistence of queues, tasks and user data (plus its History)."""
+
+    @property
+    def history(self) -> History:
+        """The History sharing this store's database."""
+
+    def check_protocol(self) -> None:
+        """Raise ProtocolMismatch unless the stored protocol range accepts ours."""
+
+    def load_queue(self, queue: PhysicalQueue) -> QueueState:
+        """Take ownership: create at range 1 or increment the range, in one transaction
+        that also checks the protocol."""
+
+    def append(self, queue: PhysicalQueue, range_id: int, payloads: Sequence[JSON]) -> list[int]:
+        """Allocate consecutive ids after last_task_id and insert the tasks, range-checked."""
+
+    def read(self, queue: PhysicalQueue, above: int, limit: int) -> list[Task]:
+        """Stored tasks with id > `above`, in id order."""
+
+    def checkpoint(self, queue: PhysicalQueue, range_id: int, ack_level: int) -> None:
+        """Save ack_level and delete rows <= it, range-checked, in one transaction."""
+
+    def queue_state(self, queue: PhysicalQueue) -> QueueState | None:
+        """The stored metadata, or None; for inspection, takes no ownership."""
+
+    def task_ids(self, queue: PhysicalQueue) -> list[int]:
+        """Ids of all stored rows of a queue (inspection)."""
+
+    def get_user_data(self, namespace: str, task_queue: str) -> UserData: ...
+
+    def put_user_data(
+        self, namespace: str, task_queue: str, expected_version: int, data: JSON
+    ) -> int:
+        """Compare-and-swap: store version expected+1 or raise UserDataConflict."""
+
+    def close(self) -> None: ...
+
+
+def require_json_object(data: object) -> JSON:
+    """Task payloads are JSON objects that PostgreSQL's jsonb can hold; anything else is a
+    caller bug, rejected alike by both stores before anything is written."""
+    if not isinstance(data, dict):
+        raise TypeError(f"task data must be a JSON object, got {type(data).__name__}")
+    _require_storable(data)
+    return data
+
+
+def _require_storable(value: object) -> None:
+    """No NUL in any string and no NaN/Infinity: jsonb rejects both."""
+    stack = [value]
+    while stack:
+        item = stack.pop()
+        if isinstance(item, str):
+            if "\x00" in item:
+                raise ValueError("task data contains a NUL character, which jsonb cannot store")
+        elif isinstance(item, float):
+            if not math.isfinite(item):
+                raise ValueError(f"task data contains {item}, which JSON cannot represent")
+        elif isinstance(item, dict):
+            stack.extend(item.keys())
+            stack.extend(item.values())
+        elif isinstance(item, list | tuple):
+            stack.extend(item)

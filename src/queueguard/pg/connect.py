@@ -1,0 +1,43 @@
+"""Opening connections: one place that maps connection failures to typed errors."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import psycopg
+from psycopg.rows import TupleRow
+
+from queueguard.errors import ConnectionFailed
+from queueguard.pg.dsn import redact, validate
+
+CONNECT_TIMEOUT_S = 10
+
+
+def connect(
+    dsn: str, *, application_name: str = "queueguard", **kwargs: Any
+) -> psycopg.Connection[TupleRow]:
+    """Connect or raise ConnectionFailed with a redacted target."""
+    validate(dsn)
+    try:
+        return psycopg.connect(
+            dsn,
+            application_name=application_name,
+            connect_timeout=CONNECT_TIMEOUT_S,
+            **kwargs,
+        )
+    except psycopg.OperationalError as exc:
+        raise ConnectionFailed(
+            f"cannot connect to {redact(dsn)}: {redact(str(exc)).strip()}"
+        ) from None
+
+
+@contextmanager
+def connection(dsn: str, **kwargs: Any) -> Iterator[psycopg.Connection[TupleRow]]:
+    """A connection closed on exit (commit is the caller's business)."""
+    conn = connect(dsn, **kwargs)
+    try:
+        yield conn
+    finally:
+        conn.close()

@@ -1,0 +1,476 @@
+"""The backlog manager of one loaded physical queue (Temporal's physicalTaskQueueManager).
+
+load → spool → read → dispatch → checkpoint → unload. Durable state lives in the store;
+readLevel, out-of-order acks and the generation are process-local and vanish on unload.
+A stale range is never retried: the manager unloads and the error reaches the caller.
+
+Two modes, one set of guarantees (DESIGN "Domain"):
+
+- one by one (the default, the seed's behaviour and what `queueguard demo` shows): each spool
+  is its own range-checked transaction and every ack that moves the ack level checkpoints;
+- batched: `spool_batch > 1` groups concurrent arrivals into one range-checked append
+  (group commit, `Spooler`), `checkpoint_every=N` / `checkpoint_interval=s` save the ack level
+  after N acks or s seconds (still one range-checked transaction that saves the level and
+  deletes the prefix), and `unload()` flushes the handled prefix first.
+
+Batching changes how many transactions carry the work, never what they check: a batch is
+one transaction, so a stale owner's batch fails whole and nothing of it becomes visible.
+Unsaved acks are process state: after a crash the next owner re-reads them and History
+rejects the repeated start (at-least-once, as in one-by-one mode).
+
+Threads: several pollers may dispatch from one manager at once. `_lock` guards the process
+state (tracker, read buffer, claim queue) and is never held across History calls; checkpoints
+are serialised by `_checkpoint_lock`, so the saved level only moves forward.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from queueguard.core.acks import AckTracker
+from queueguard.core.history import task_identity
+from queueguard.core.keys import PhysicalQueue
+from queueguard.core.store import JSON, History, QueueState, StartOutcome, Store, Task
+from queueguard.errors import ConnectionFailed, QueueUnloaded, StaleRangeError
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Progress:
+    """`loadedQueueProgress`: what only the loaded manager knows."""
+
+    generation: int
+    range_id: int
+    read_level: int
+    ack_level: int
+    outstanding: int
+    done_above_gap: list[int]
+
+    def as_json(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+@dataclass(eq=False)
+class _SpoolRequest:
+    payloads: list[JSON]
+    event: threading.Event = field(default_factory=threading.Event)
+    ids: list[int] | None = None
+    error: BaseException | None = None
+    lead: bool = False  # promoted: this request's thread now writes the batches
+
+    @property
+    def done(self) -> bool:
+        return self.ids is not None or self.error is not None
+
+    def result(self) -> list[int]:
+        if self.error is not None:
+            raise self.error
+        assert self.ids is not None
+        return self.ids
+
+
+class Spooler:
+    """Group commit for appends: requests that arrive while an append is in flight share the
+    next one (one range-checked transaction of at most `max_batch` tasks; a request is never
+    split, so each caller's tasks are all stored or none).
+
+    No background thread: the first caller writes (the leader); callers arriving meanwhile
+    wait on their own event; the leader writes batches until its own request is done, then
+    hands over to the oldest waiting request. `linger` (seconds, default 0) lets a leader wait
+    for more arrivals; with 0 a batch is whatever queued up during the previous append.
+    """
+
+    def __init__(
+        self, append: Callable[[list[JSON]], list[int]], max_batch: int, linger: float = 0.0
+    ) -> None:
+        if max_batch < 1 or linger < 0:
+            raise ValueError("spool batch must be >= 1 and linger >= 0")
+        self._append, self.max_batch, self.linger = append, max_batch, linger
+        self._lock = threading.Lock()
+        self._queue: deque[_SpoolRequest] = deque()
+        self._leading = False
+        self.appends = 0  # transactions written (inspection, benchmarks)
+
+    def submit(self, payloads: Sequence[JSON]) -> list[int]:
+        """Store `payloads` (in one transaction, possibly shared); returns their ids."""
+        request = _SpoolRequest(list(payloads))
+        if not request.payloads:
+            return []
+        with self._lock:
+            self._queue.append(request)
+            lead = not self._leading
+            self._leading = True
+        if not lead:
+            request.event.wait()
+            if not request.lead:
+                return request.result()
+        self._lead(request)
+        return request.result()
+
+    def _take(self) -> list[_SpoolRequest]:
+        """Whole requests from the front, up to max_batch tasks (always at least one)."""
+        with self._lock:
+            batch = [self._queue.popleft()]
+            size = len(batch[0].payloads)
+            while self._queue and size + len(self._queue[0].payloads) <= self.max_batch:
+                size += len(self._queue[0].payloads)
+                batch.append(self._queue.popleft())
+        return batch
+
+    def _write(self, batch: list[_SpoolRequest]) -> None:
+        payloads = [p for request in batch for p in request.payloads]
+        try:
+            ids = self._append(payloads)
+        except BaseException as exc:  # the batch was one transaction: it failed whole
+            for request in batch:
+                request.error = exc
+        else:
+            start = 0
+            for request in batch:
+                request.ids = ids[start : start + len(request.payloads)]
+                start += len(request.payloads)
+        finally:
+            self.appends += 1
+
+    def _lead(self, mine: _SpoolRequest) -> None:
+        try:
+            if self.linger:
+                time.sleep(self.linger)
+            while not mine.done:
+                batch = self._take()
+                self._write(batch)
+                for request in batch:
+                    if request is not mine:
+                        request.event.set()
+        finally:
+            with self._lock:
+                if not mine.done and mine in self._queue:  # interrupted before its own write
+                    self._queue.remove(mine)
+                if self._queue:  # hand over: the oldest waiter writes the next batches
+                    successor = self._queue[0]
+                    successor.lead = True
+                    successor.event.set()
+                else:
+                    self._leading = False
+
+
+class BacklogManager:
+    """Owns one physical queue while loaded."""
+
+    def __init__(
+        self,
+        store: Store,
+        queue: PhysicalQueue,
+        history: History,
+        *,
+        generation: int = 1,
+        read_batch: int = 1000,
+        checkpoint_every: int = 1,
+        checkpoint_interval: float | None = None,
+        spool_batch: int = 1,
+        spool_linger: float = 0.0,
+        on_unload: Callable[[BacklogManager], None] | None = None,
+        on_fenced: Callable[[PhysicalQueue, StaleRangeError], None] | None = None,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        if read_batch < 1 or checkpoint_every < 1:
+            raise ValueError("read_batch and checkpoint_every must be >= 1")
+        if checkpoint_interval is not None and checkpoint_interval <= 0:
+            raise ValueError("checkpoint_interval must be > 0 seconds (or None)")
+        self.store, self.queue, self.history = store, queue, history
+        self.generation = generation
+        self.read_batch = read_batch
+        self.checkpoint_every = checkpoint_every
+        self.checkpoint_interval = checkpoint_interval
+        self._on_unload = on_unload
+        # Told of every fenced write, raised or not (a checkpoint after an ack is not raised).
+        self._on_fenced = on_fenced
+        self._clock = clock
+        self.range_id = 0
+        self.loaded = False
+        self._lock = threading.RLock()
+        self._checkpoint_lock = threading.Lock()
+        # One append per queue in flight from this process: they serialise on the queue's
+        # row lock anyway, and queueing here is cheaper than a pile of waiting backends.
+        self._append_lock = threading.Lock()
+        self._tracker = AckTracker()
+        self._buffer: dict[int, Task] = {}  # read, not yet acknowledged
+        self._ready: deque[int] = deque()  # read, unclaimed (acked ids are dropped lazily)
+        self._queued: set[int] = set()  # the ids in _ready
+        self._in_flight: set[int] = set()  # claimed: History is being asked
+        self._saved_ack = 0
+        self._acks_since_checkpoint = 0
+        self._last_checkpoint = clock()
+        self._fence: StaleRangeError | None = None  # why the last owner period ended
+        # Highest id this owner knows is stored: last_task_id at load, then its own appends
+        # (the owner is the queue's only writer; a stale one cannot append). A claim reads
+        # only when it lies above readLevel, so an idle poll costs no round trip.
+        self._known_last = 0
+        self.spooler = Spooler(self._append, spool_batch, spool_linger) if spool_batch > 1 else None
+
+    # lifecycle -----------------------------------------------------------------------
+    def load(self) -> QueueState:
+        """Take ownership (range + 1, or 1 for a new queue) and resume above the ack level."""
+        with self._checkpoint_lock, self._lock:
+            state = self.store.load_queue(self.queue)
+            self.range_id = state.range_id
+            self._tracker = AckTracker(ack_level=state.ack_level)
+            self._saved_ack = state.ack_level
+            self._acks_since_checkpoint = 0
+            self._last_checkpoint = self._clock()
+            self._fence = None
+            self._known_last = state.last_task_id
+            self._clear()
+            self.loaded = True
+        return state
+
+    def unload(self) -> None:
+        """Flush the handled prefix (if unsaved), then forget process state; durable
+        metadata and rows stay. A flush that finds the queue taken over is dropped: the new
+        owner re-reads those tasks and History rejects the repeated starts."""
+        if not self.loaded:
+            return
+        try:
+            self.checkpoint()
+        except (StaleRangeError, QueueUnloaded):
+            pass  # fenced: checkpoint() already dropped the process state
+        finally:
+            self._drop()
+
+    def _clear(self) -> None:
+        self._buffer.clear()
+        self._ready.clear()
+        self._queued.clear()
+        self._in_flight.clear()
+
+    def _drop(self) -> None:
+        with self._lock:
+            if not self.loaded:
+                return
+            self.loaded = False
+            self._clear()
+        if self._on_unload is not None:
+            self._on_unload(self)
+
+    def _require_loaded(self) -> None:
+        if not self.loaded:
+            raise QueueUnloaded(f"queue {self.queue.key} is not loaded")
+
+    def _fenced(self, exc: StaleRangeError) -> StaleRangeError:
+        self._fence = exc
+        if self._on_fenced is not None:
+            self._on_fenced(self.queue, exc)
+        self._drop()  # a stale owner never flushes: the queue is not ours any more
+        return exc
+
+    # spool ---------------------------------------------------------------------------
+    def spool(self, data: JSON) -> int:
+        """Persist one task (one range-checked transaction, or a share of one when
+        batching); returns its id."""
+        return self.spool_many([data])[0]
+
+    def spool_many(self, payloads: Sequence[JSON]) -> list[int]:
+        """Persist several tasks in one range-checked transaction (shared with concurrent
+        arrivals when batching; never split)."""
+        self._require_loaded()
+        if self.spooler is not None:
+            return self.spooler.submit(payloads)
+        with self._append_lock:
+            return self._append(list(payloads))
+
+    def _append(self, payloads: list[JSON]) -> list[int]:
+        fence = self._fence
+        if not self.loaded and fence is not None:  # queued behind a batch that was fenced
+            raise StaleRangeError(fence.queue, fence.held, fence.current)
+        self._require_loaded()
+        try:
+            ids = self.store.append(self.queue, self.range_id, payloads)
+        except StaleRangeError as exc:
+            raise self._fenced(exc) from None
+        if ids and ids[-1] > self._known_last:  # appends are serialised (lock or spooler)
+            self._known_last = ids[-1]
+        return ids
+
+    # read and dispatch -----------------------------------------------------------------
+    def read(self) -> list[Task]:
+        """Read the next page (`read_batch`) of stored tasks above readLevel, in id order."""
+        with self._lock:
+            self._require_loaded()
+            tasks = self.store.read(self.queue, self._tracker.read_level, self.read_batch)
+            for task in tasks:
+                self._tracker.read(task.task_id)
+                self._buffer[task.task_id] = task
+                self._ready.append(task.task_id)
+                self._queued.add(task.task_id)
+            return tasks
+
+    def pending(self) -> list[int]:
+        """Read tasks not yet handled, in id order."""
+        with self._lock:
+            return self._tracker.pending()
+
+    def task(self, task_id: int) -> Task:
+        with self._lock:
+            return self._buffer[task_id]
+
+    def claim(self, limit: int) -> list[Task]:
+        """Take up to `limit` read, unhandled tasks nobody is dispatching, lowest ids first;
+        reads one more page when none is left and this owner stored tasks above readLevel.
+        Hand them to `dispatch_claimed`, or `release` the ones to retry later."""
+        claimed: list[Task] = []
+        with self._lock:
+            self._require_loaded()
+            has_read = False
+            while len(claimed) < limit:
+                if not self._ready:
+                    if has_read or self._tracker.read_level >= self._known_last:
+                        break
+                    if not self.read():
+                        break
+                    has_read = True
+                    continue
+                task_id = self._ready.popleft()
+                self._queued.discard(task_id)
+                if task_id in self._in_flight or not self._tracker.is_pending(task_id):
+                    continue  # being or already dispatched through dispatch(task_id)
+                self._in_flight.add(task_id)
+                claimed.append(self._buffer[task_id])
+        return claimed
+
+    def release(self, task_ids: Sequence[int]) -> None:
+        """Return claimed tasks (e.g. after a retryable failure) to the front of the queue."""
+        with self._lock:
+            for task_id in sorted(task_ids, reverse=True):
+                self._in_flight.discard(task_id)
+                queue_again = self.loaded and self._tracker.is_pending(task_id)
+                if queue_again and task_id not in self._queued:
+                    self._ready.appendleft(task_id)
+                    self._queued.add(task_id)
+
+    def dispatch(self, task_id: int) -> StartOutcome:
+        """Ask History to record the start; any outcome but retryable acknowledges."""
+        with self._lock:
+            self._require_loaded()
+            task = self._buffer[task_id]
+            if task_id in self._in_flight:
+                raise ValueError(f"task {task_id} is already being dispatched")
+            self._in_flight.add(task_id)
+        outcome = self.dispatch_claimed([task])[0]
+        if not outcome.acks:  # retryable: pending again at once
+            self.release([task_id])
+        return outcome
+
+    def dispatch_claimed(self, tasks: Sequence[Task]) -> list[StartOutcome]:
+        """Record the starts of claimed tasks in one History call (one transaction on
+        PostgreSQL; each task gets its own answer, as if asked one by one) and acknowledge
+        every answer but retryable. Retryable tasks stay claimed until `release`d."""
+        try:
+            self._require_loaded()
+            outcomes = self.history.record_tasks_started([task_identity(t.data) for t in tasks])
+        except BaseException:
+            self.release([t.task_id for t in tasks])
+            raise
+        self._acked([t.task_id for t, o in zip(tasks, outcomes, strict=True) if o.acks])
+        return outcomes
+
+    def ack(self, task_id: int) -> int:
+        """Mark a delivery handled; checkpoint when the ack level moved (per policy)."""
+        self._require_loaded()
+        return self._acked([task_id])
+
+    def _acked(self, task_ids: Sequence[int]) -> int:
+        with self._lock:
+            if not self.loaded:  # unloaded meanwhile: its process state is gone
+                return self._tracker.ack_level
+            for task_id in task_ids:
+                self._in_flight.discard(task_id)
+                self._tracker.complete(task_id)
+                self._buffer.pop(task_id, None)
+            ready = self._ready  # drop ids handled by dispatch(task_id) from the front
+            while ready and not self._tracker.is_pending(ready[0]):
+                self._queued.discard(ready.popleft())
+            self._acks_since_checkpoint += len(task_ids)
+            level = self._tracker.ack_level
+            due = self._checkpoint_due()
+        if due:
+            self._checkpoint_after_ack()
+        return level
+
+    def _checkpoint_after_ack(self) -> None:
+        """The acks are decided (History recorded the starts): a failed save must not undo
+        the deliveries. Fenced: the manager has unloaded and the next owner replays the
+        unsaved suffix (History answers already-started). Connection lost: the ack level
+        stays in memory and the next checkpoint saves it."""
+        try:
+            self.checkpoint()
+        except (StaleRangeError, ConnectionFailed) as exc:
+            log.warning("checkpoint after ack failed, deliveries stand: %s", exc)
+
+    # checkpoint ----------------------------------------------------------------------
+    def _checkpoint_due(self) -> bool:
+        if self._tracker.ack_level <= self._saved_ack:
+            return False
+        if self._acks_since_checkpoint >= self.checkpoint_every:
+            return True
+        interval = self.checkpoint_interval
+        return interval is not None and self._clock() - self._last_checkpoint >= interval
+
+    def checkpoint(self) -> None:
+        """Save the ack level and delete rows <= it, range-checked, in one transaction
+        (whatever the policy: this is also the flush)."""
+        with self._checkpoint_lock:
+            with self._lock:
+                self._require_loaded()
+                level, counted = self._tracker.ack_level, self._acks_since_checkpoint
+                range_id = self.range_id
+                if level <= self._saved_ack:
+                    return
+            try:
+                self.store.checkpoint(self.queue, range_id, level)
+            except StaleRangeError as exc:
+                raise self._fenced(exc) from None
+            with self._lock:
+                self._saved_ack = level
+                self._acks_since_checkpoint = max(0, self._acks_since_checkpoint - counted)
+                self._last_checkpoint = self._clock()
+
+    def flush(self) -> None:
+        """Save the handled prefix now, whatever the policy."""
+        self.checkpoint()
+
+    def tick(self) -> None:
+        """Checkpoint if `checkpoint_interval` has passed with an unsaved ack level (called by
+        Matching's flusher, so a quiet queue still saves its progress)."""
+        with self._lock:
+            interval = self.checkpoint_interval
+            due = (
+                self.loaded
+                and interval is not None
+                and self._tracker.ack_level > self._saved_ack
+                and self._clock() - self._last_checkpoint >= interval
+            )
+        if due:
+            self.checkpoint()
+
+    # inspection ----------------------------------------------------------------------
+    @property
+    def saved_ack_level(self) -> int:
+        return self._saved_ack
+
+    def progress(self) -> Progress:
+        with self._lock:
+            return Progress(
+                generation=self.generation,
+                range_id=self.range_id,
+                read_level=self._tracker.read_level,
+                ack_level=self._tracker.ack_level,
+                outstanding=self._tracker.outstanding,
+                done_above_gap=self._tracker.done_above_gap(),
+            )

@@ -1,0 +1,276 @@
+"""The PostgreSQL store: the runtime's statements from `sql/runtime.sql` over a pool."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+import psycopg
+from psycopg.rows import TupleRow
+from psycopg.types.json import Jsonb
+from psycopg_pool import ConnectionPool
+
+from queueguard.core.history import dedupe_starts
+from queueguard.core.keys import PhysicalQueue
+from queueguard.core.protocol import PROTOCOL
+from queueguard.core.store import (
+    JSON,
+    Execution,
+    QueueState,
+    StartOutcome,
+    Task,
+    UserData,
+    require_json_object,
+)
+from queueguard.errors import (
+    ConnectionFailed,
+    ProtocolMismatch,
+    StaleRangeError,
+    UserDataConflict,
+)
+from queueguard.pg.connect import CONNECT_TIMEOUT_S
+from queueguard.pg.dsn import application_name, redact, validate
+from queueguard.pg.sqlfiles import queries
+from queueguard.stores import schema
+
+Q = queries("queueguard.stores", "runtime.sql")
+Conn = psycopg.Connection[TupleRow]
+
+
+def check_protocol(conn: Conn, protocol: int = PROTOCOL) -> None:
+    """The v0.3+ handshake: exactly one runtime_protocol row whose range holds `protocol`."""
+    try:
+        rows = conn.execute(Q["protocol"]).fetchall()
+    except psycopg.errors.UndefinedTable:
+        # the caller's transaction (or connection) is aborted and rolled back by its owner
+        raise ProtocolMismatch(protocol, None, None) from None
+    if len(rows) != 1:
+        raise ProtocolMismatch(protocol, None, None)
+    low, high = rows[0]
+    if not low <= protocol <= high:
+        raise ProtocolMismatch(protocol, low, high)
+
+
+def _connection_lost(exc: psycopg.OperationalError) -> bool:
+    """Connection failures (class 08, server shutdown 57P0x, no SQLSTATE at all) as opposed
+    to errors the server answered, such as a lock timeout."""
+    state = exc.sqlstate
+    return state is None or state.startswith(("08", "57P"))
+
+
+def _params(queue: PhysicalQueue, **extra: Any) -> dict[str, Any]:
+    return {
+        "key": queue.key,
+        "namespace": queue.namespace,
+        "task_queue": queue.task_queue,
+        "task_type": queue.task_type,
+        "partition": queue.partition,
+        "version": queue.version,
+        **extra,
+    }
+
+
+class PostgresHistory:
+    """History's two tables, through the store's pool."""
+
+    def __init__(self, store: PostgresStore) -> None:
+        self._store = store
+
+    def add_execution(self, execution: Execution) -> None:
+        with self._store.transaction() as conn:
+            conn.execute(Q["add_execution"], execution.__dict__)
+
+    def schedule_task(self, run_id: str, scheduled_event_id: int, kind: str) -> None:
+        with self._store.transaction() as conn:
+            conn.execute(
+                Q["schedule_task"],
+                {"run_id": run_id, "scheduled_event_id": scheduled_event_id, "kind": kind},
+            )
+
+    def set_status(self, run_id: str, status: str) -> None:
+        with self._store.transaction() as conn:
+            conn.execute(Q["set_status"], {"run_id": run_id, "status": status})
+
+    def record_task_started(self, run_id: str, scheduled_event_id: int) -> StartOutcome:
+        if not _is_uuid(run_id):
+            return StartOutcome.OBSOLETE  # History knows runs by uuid only
+        with self._store.statement() as conn:  # one statement: its own transaction
+            row = conn.execute(
+                Q["record_task_started"],
+                {"run_id": run_id, "scheduled_event_id": scheduled_event_id},
+            ).fetchone()
+        assert row is not None
+        return StartOutcome(row[0])
+
+    def record_tasks_started(self, identities: Sequence[tuple[str, int]]) -> list[StartOutcome]:
+        """One statement (one transaction) for the whole batch."""
+        if len(identities) == 1:
+            return [self.record_task_started(*identities[0])]
+        return dedupe_starts(identities, self._record_distinct)
+
+    def _record_distinct(self, identities: list[tuple[str, int]]) -> list[StartOutcome]:
+        valid = [(r, e) for r, e in identities if _is_uuid(r)]
+        answers: dict[tuple[str, int], StartOutcome] = {}
+        if valid:
+            params = {"run_ids": [r for r, _ in valid], "event_ids": [e for _, e in valid]}
+            with self._store.statement() as conn:
+                rows = conn.execute(Q["record_tasks_started"], params).fetchall()
+            answers = {i: StartOutcome(row[0]) for i, row in zip(valid, rows, strict=True)}
+        return [answers.get(i, StartOutcome.OBSOLETE) for i in identities]
+
+
+def _is_uuid(run_id: object) -> bool:
+    try:
+        uuid.UUID(run_id)  # type: ignore[arg-type]
+    except (ValueError, TypeError, AttributeError):
+        return False
+    return True
+
+
+class PostgresStore:
+    """A Store on PostgreSQL. Each instance owns an independent connection pool."""
+
+    def __init__(
+        self,
+        dsn: str,
+        *,
+        host_id: str = "local",
+        pool_size: int = 4,
+        create_schema: bool = True,
+    ) -> None:
+        self.dsn = validate(dsn)
+        self.application_name = application_name(PROTOCOL, host_id)
+        # Startup handshake before anything is registered or loaded (DESIGN "Interfaces").
+        schema.prepare_runtime(dsn, create_if_empty=create_schema, app=self.application_name)
+        self._pool: ConnectionPool[Conn] = ConnectionPool(
+            dsn,
+            min_size=1,
+            max_size=pool_size,
+            kwargs={
+                "application_name": self.application_name,
+                "connect_timeout": CONNECT_TIMEOUT_S,
+                # single statements run as their own transaction (one round trip);
+                # multi-statement work goes through transaction() (BEGIN … COMMIT)
+                "autocommit": True,
+            },
+            open=False,
+            name=f"queueguard-{host_id}",
+        )
+        try:
+            self._pool.open(wait=True, timeout=CONNECT_TIMEOUT_S)
+        except psycopg.OperationalError as exc:  # pragma: no cover - covered via schema check
+            raise ConnectionFailed(f"cannot connect to {redact(dsn)}: {exc}") from None
+        self.history = PostgresHistory(self)
+
+    @contextmanager
+    def _connection_errors(self) -> Iterator[None]:
+        """A lost connection becomes ConnectionFailed (a commit in flight has an unknown
+        outcome); errors the server answered pass through."""
+        try:
+            yield
+        except psycopg.OperationalError as exc:
+            if not _connection_lost(exc):
+                raise
+            raise ConnectionFailed(
+                f"lost the connection to {redact(self.dsn)}: {redact(str(exc)).strip()}"
+            ) from exc
+
+    @contextmanager
+    def transaction(self) -> Iterator[Conn]:
+        """One transaction on a pooled connection; rolled back on any error."""
+        with self._connection_errors(), self._pool.connection() as conn, conn.transaction():
+            yield conn
+
+    @contextmanager
+    def statement(self) -> Iterator[Conn]:
+        """A pooled autocommit connection for ONE statement, which is its own transaction
+        (atomic, one round trip instead of BEGIN, statement, COMMIT)."""
+        with self._connection_errors(), self._pool.connection() as conn:
+            yield conn
+
+    def check_protocol(self) -> None:
+        with self.transaction() as conn:
+            check_protocol(conn)
+
+    def load_queue(self, queue: PhysicalQueue) -> QueueState:
+        with self.transaction() as conn:
+            check_protocol(conn)
+            row = conn.execute(Q["load_queue"], _params(queue)).fetchone()
+        assert row is not None
+        return QueueState(*row)
+
+    def _stale(self, conn: Conn, queue: PhysicalQueue, range_id: int) -> StaleRangeError:
+        row = conn.execute(Q["current_range"], {"key": queue.key}).fetchone()
+        return StaleRangeError(queue.key, range_id, row[0] if row else None)
+
+    def append(self, queue: PhysicalQueue, range_id: int, payloads: Sequence[JSON]) -> list[int]:
+        docs = [require_json_object(p) for p in payloads]
+        if not docs:
+            return []
+        # one jsonb array document: a jsonb[] parameter would quote every element in Python
+        params = {"key": queue.key, "range_id": range_id, "n": len(docs), "payloads": Jsonb(docs)}
+        with self.statement() as conn:  # allocation and insert: one statement, one commit
+            row = conn.execute(Q["append_tasks"], params).fetchone()
+            if row is None:
+                raise self._stale(conn, queue, range_id)
+        first, inserted = row
+        assert inserted == len(docs), (inserted, len(docs))
+        return list(range(first, first + len(docs)))
+
+    def read(self, queue: PhysicalQueue, above: int, limit: int) -> list[Task]:
+        with self.statement() as conn:
+            rows = conn.execute(
+                Q["read_tasks"], {"key": queue.key, "above": above, "limit": limit}
+            ).fetchall()
+        return [Task(task_id, data) for task_id, data in rows]
+
+    def checkpoint(self, queue: PhysicalQueue, range_id: int, ack_level: int) -> None:
+        with self.statement() as conn:  # save + delete: one statement, one commit
+            row = conn.execute(
+                Q["checkpoint"],
+                {"key": queue.key, "range_id": range_id, "ack_level": ack_level},
+            ).fetchone()
+            assert row is not None
+            if row[0] == 0:
+                stale = self._stale(conn, queue, range_id)
+                if stale.current == range_id:
+                    raise ValueError(f"ack level {ack_level} outside the queue's stored bounds")
+                raise stale
+
+    def queue_state(self, queue: PhysicalQueue) -> QueueState | None:
+        with self.transaction() as conn:
+            row = conn.execute(Q["queue_state"], {"key": queue.key}).fetchone()
+        return QueueState(*row) if row else None
+
+    def task_ids(self, queue: PhysicalQueue) -> list[int]:
+        with self.transaction() as conn:
+            return [r[0] for r in conn.execute(Q["task_ids"], {"key": queue.key})]
+
+    def get_user_data(self, namespace: str, task_queue: str) -> UserData:
+        with self.transaction() as conn:
+            row = conn.execute(
+                Q["get_user_data"], {"namespace": namespace, "task_queue": task_queue}
+            ).fetchone()
+        return UserData(row[0], row[1]) if row else UserData(0, None)
+
+    def put_user_data(
+        self, namespace: str, task_queue: str, expected_version: int, data: JSON
+    ) -> int:
+        params = {
+            "namespace": namespace,
+            "task_queue": task_queue,
+            "expected": expected_version,
+            "data": Jsonb(data),
+        }
+        with self.transaction() as conn:
+            name = "insert_user_data" if expected_version == 0 else "update_user_data"
+            row = conn.execute(Q[name], params).fetchone()
+            if row is not None:
+                return int(row[0])
+            found = conn.execute(Q["get_user_data"], params).fetchone()
+        raise UserDataConflict(namespace, task_queue, expected_version, found[0] if found else 0)
+
+    def close(self) -> None:
+        self._pool.close()

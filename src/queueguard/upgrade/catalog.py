@@ -1,0 +1,323 @@
+"""A database's schema as a normalised, comparable value, and a readable diff of two of them.
+
+Used to prove that a fresh install and an upgraded database hold the same schema, and that
+each released revision reproduces DESIGN.md ("Released schema history"). Everything is read
+from the system catalogs of one schema (`public` by default), read-only, and normalised so
+that only what a user could observe counts:
+
+- tables (kind, persistence) and their columns: type including a non-default collation,
+  nullability, default expression, identity/generated kind; column order is ignored;
+- constraints compared by definition (`pg_get_constraintdef`), never by name;
+- indexes by `pg_get_indexdef` with the index name removed;
+- triggers by `pg_get_triggerdef` with the trigger name removed (internal triggers skipped);
+- functions and procedures by signature and full definition (extension members skipped);
+- sequences keyed by the column that owns them (else their name), with their parameters;
+- views by definition, and enum / domain types.
+
+Row contents are never read here, so the version tables (`queueguard_version`,
+`queueguard_migrations`) count by structure only. `contents()` is the separate, explicit
+reader of row contents, for tests that compare data.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, fields
+from typing import Any
+
+import psycopg
+from psycopg import sql
+from psycopg.rows import TupleRow
+
+from queueguard.pg.connect import connection
+
+Conn = psycopg.Connection[TupleRow]
+
+_INDEX_NAME = re.compile(r'^(CREATE (?:UNIQUE )?INDEX )(?:"(?:[^"]|"")*"|\S+) (ON )')
+_TRIGGER_NAME = re.compile(r'^(CREATE (?:CONSTRAINT )?TRIGGER )(?:"(?:[^"]|"")*"|\S+) ')
+
+
+@dataclass(frozen=True, order=True)
+class Column:
+    """One column as a user sees it (its position in the table is deliberately ignored)."""
+
+    type: str
+    nullable: bool
+    default: str | None = None
+    identity: str = ""  # '', 'a' (ALWAYS) or 'd' (BY DEFAULT)
+    generated: str = ""  # '' or 's' (STORED)
+
+    def __str__(self) -> str:
+        text = self.type + ("" if self.nullable else " NOT NULL")
+        if self.default is not None:
+            text += f" DEFAULT {self.default}"
+        if self.identity:
+            text += f" IDENTITY({self.identity})"
+        if self.generated:
+            text += f" GENERATED({self.generated})"
+        return text
+
+
+@dataclass(frozen=True)
+class Catalog:
+    """The normalised schema: every field compares by value, so `a == b` means same schema."""
+
+    tables: dict[str, str]
+    columns: dict[str, dict[str, Column]]
+    constraints: dict[str, frozenset[str]]
+    indexes: dict[str, frozenset[str]]
+    triggers: dict[str, frozenset[str]]
+    functions: dict[str, str]
+    sequences: dict[str, str]
+    views: dict[str, str]
+    types: dict[str, str]
+
+    def checks(self, table: str) -> frozenset[str]:
+        """The CHECK constraint definitions of one table."""
+        return frozenset(c for c in self.constraints.get(table, ()) if c.startswith("CHECK "))
+
+
+def introspect(target: str | Conn, schema: str = "public") -> Catalog:
+    """Read the catalog of `schema` from a DSN or an open connection (read-only).
+
+    On a caller's connection the queries run in its current transaction, left open.
+    """
+    if isinstance(target, str):
+        with connection(target, application_name="queueguard-catalog") as conn:
+            return _introspect(conn, schema)
+    return _introspect(target, schema)
+
+
+def _rows(conn: Conn, query: str, schema: str) -> list[tuple[Any, ...]]:
+    return list(conn.execute(query, {"schema": schema}).fetchall())
+
+
+_TABLES = """
+SELECT c.relname, c.relkind, c.relpersistence
+FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+WHERE n.nspname = %(schema)s AND c.relkind IN ('r', 'p', 'f', 'm')
+"""
+
+_COLUMNS = """
+SELECT c.relname, a.attname,
+       format_type(a.atttypid, a.atttypmod)
+       || CASE WHEN a.attcollation <> 0 AND a.attcollation <> t.typcollation
+               THEN ' COLLATE ' || quote_ident(co.collname) ELSE '' END,
+       NOT a.attnotnull, pg_get_expr(d.adbin, d.adrelid), a.attidentity, a.attgenerated
+FROM pg_attribute a
+JOIN pg_class c ON c.oid = a.attrelid
+JOIN pg_namespace n ON n.oid = c.relnamespace
+JOIN pg_type t ON t.oid = a.atttypid
+LEFT JOIN pg_collation co ON co.oid = a.attcollation
+LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum
+WHERE n.nspname = %(schema)s AND c.relkind IN ('r', 'p', 'f', 'm', 'v')
+  AND a.attnum > 0 AND NOT a.attisdropped
+"""
+
+# PostgreSQL 18 records NOT NULL as constraints (contype 'n'); older majors do not. Column
+# nullability already carries that fact, so they are skipped and catalogs compare across majors.
+_CONSTRAINTS = """
+SELECT c.relname, pg_get_constraintdef(k.oid, true)
+FROM pg_constraint k
+JOIN pg_class c ON c.oid = k.conrelid
+JOIN pg_namespace n ON n.oid = c.relnamespace
+WHERE n.nspname = %(schema)s AND k.contype <> 'n'
+"""
+
+_INDEXES = """
+SELECT c.relname, pg_get_indexdef(i.indexrelid)
+FROM pg_index i
+JOIN pg_class c ON c.oid = i.indrelid
+JOIN pg_namespace n ON n.oid = c.relnamespace
+WHERE n.nspname = %(schema)s
+"""
+
+_TRIGGERS = """
+SELECT c.relname, pg_get_triggerdef(t.oid, true)
+FROM pg_trigger t
+JOIN pg_class c ON c.oid = t.tgrelid
+JOIN pg_namespace n ON n.oid = c.relnamespace
+WHERE n.nspname = %(schema)s AND NOT t.tgisinternal
+"""
+
+_FUNCTIONS = """
+SELECT p.proname || '(' || pg_get_function_identity_arguments(p.oid) || ')',
+       pg_get_functiondef(p.oid)
+FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
+WHERE n.nspname = %(schema)s AND p.prokind IN ('f', 'p')
+  AND NOT EXISTS (SELECT 1 FROM pg_depend d
+                  WHERE d.classid = 'pg_proc'::regclass AND d.objid = p.oid
+                    AND d.deptype = 'e')
+"""
+
+_SEQUENCES = """
+SELECT s.relname,
+       (SELECT t.relname || '.' || a.attname
+        FROM pg_depend d
+        JOIN pg_class t ON t.oid = d.refobjid
+        JOIN pg_attribute a ON a.attrelid = d.refobjid AND a.attnum = d.refobjsubid
+        WHERE d.classid = 'pg_class'::regclass AND d.objid = s.oid
+          AND d.refclassid = 'pg_class'::regclass AND d.deptype IN ('a', 'i')
+        LIMIT 1),
+       format_type(q.seqtypid, NULL), q.seqstart, q.seqincrement, q.seqmin, q.seqmax,
+       q.seqcache, q.seqcycle
+FROM pg_class s
+JOIN pg_namespace n ON n.oid = s.relnamespace
+JOIN pg_sequence q ON q.seqrelid = s.oid
+WHERE n.nspname = %(schema)s AND s.relkind = 'S'
+"""
+
+_VIEWS = """
+SELECT c.relname, c.relkind::text || ': ' || pg_get_viewdef(c.oid, true)
+FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+WHERE n.nspname = %(schema)s AND c.relkind IN ('v', 'm')
+"""
+
+_TYPES = """
+SELECT t.typname,
+       CASE t.typtype
+         WHEN 'e' THEN 'enum (' || (SELECT string_agg(quote_literal(e.enumlabel), ', '
+                                                      ORDER BY e.enumsortorder)
+                                    FROM pg_enum e WHERE e.enumtypid = t.oid) || ')'
+         ELSE 'domain ' || format_type(t.typbasetype, t.typtypmod)
+              || CASE WHEN t.typnotnull THEN ' NOT NULL' ELSE '' END
+              || coalesce(' DEFAULT ' || t.typdefault, '')
+              || coalesce((SELECT ' ' || string_agg(pg_get_constraintdef(k.oid, true), ' '
+                                                    ORDER BY pg_get_constraintdef(k.oid, true))
+                           FROM pg_constraint k WHERE k.contypid = t.oid), '')
+       END
+FROM pg_type t JOIN pg_namespace n ON n.oid = t.typnamespace
+WHERE n.nspname = %(schema)s AND t.typtype IN ('e', 'd')
+"""
+
+_KINDS = {"r": "table", "p": "partitioned table", "f": "foreign table", "m": "materialized view"}
+_PERSISTENCE = {"p": "", "u": "unlogged ", "t": "temporary "}
+
+
+def _grouped(rows: list[tuple[Any, ...]]) -> dict[str, frozenset[str]]:
+    grouped: dict[str, set[str]] = {}
+    for table, definition in rows:
+        grouped.setdefault(table, set()).add(definition)
+    return {table: frozenset(defs) for table, defs in grouped.items()}
+
+
+def _introspect(conn: Conn, schema: str) -> Catalog:
+    tables = {
+        name: _PERSISTENCE.get(persistence, "") + _KINDS.get(kind, kind)
+        for name, kind, persistence in _rows(conn, _TABLES, schema)
+    }
+    columns: dict[str, dict[str, Column]] = {}
+    for table, name, type_, nullable, default, identity, generated in _rows(conn, _COLUMNS, schema):
+        columns.setdefault(table, {})[name] = Column(
+            type_, bool(nullable), default, identity or "", generated or ""
+        )
+    constraints = _grouped(_rows(conn, _CONSTRAINTS, schema))
+    indexes = _grouped(
+        [(t, _INDEX_NAME.sub(r"\1\2", d, count=1)) for t, d in _rows(conn, _INDEXES, schema)]
+    )
+    triggers = _grouped(
+        [(t, _TRIGGER_NAME.sub(r"\1", d, count=1)) for t, d in _rows(conn, _TRIGGERS, schema)]
+    )
+    functions = {sig: body for sig, body in _rows(conn, _FUNCTIONS, schema)}
+    sequences = {}
+    for name, owner, *params in _rows(conn, _SEQUENCES, schema):
+        type_, start, increment, minimum, maximum, cache, cycle = params
+        sequences[f"owned by {owner}" if owner else name] = (
+            f"{type_} START {start} INCREMENT {increment} MINVALUE {minimum} "
+            f"MAXVALUE {maximum} CACHE {cache}{' CYCLE' if cycle else ''}"
+        )
+    views = {name: definition for name, definition in _rows(conn, _VIEWS, schema)}
+    types = {name: definition for name, definition in _rows(conn, _TYPES, schema)}
+    return Catalog(
+        tables, columns, constraints, indexes, triggers, functions, sequences, views, types
+    )
+
+
+def diff(a: Catalog, b: Catalog) -> list[str]:
+    """Readable differences from `a` to `b` (empty when the schemas are identical).
+
+    `- x` exists only in a, `+ x` only in b, `~ x: va != vb` differs.
+    """
+    out: list[str] = []
+    for f in fields(Catalog):
+        section = f.name
+        left, right = getattr(a, section), getattr(b, section)
+        for key in sorted(set(left) | set(right)):
+            if key not in right:
+                out.append(f"- {section} {key}: {_show(left[key])}")
+            elif key not in left:
+                out.append(f"+ {section} {key}: {_show(right[key])}")
+            elif left[key] != right[key]:
+                out += _diff_value(f"{section} {key}", left[key], right[key])
+    return out
+
+
+def _diff_value(where: str, left: Any, right: Any) -> list[str]:
+    if isinstance(left, frozenset) and isinstance(right, frozenset):
+        return [f"- {where}: {item}" for item in sorted(left - right)] + [
+            f"+ {where}: {item}" for item in sorted(right - left)
+        ]
+    if isinstance(left, dict) and isinstance(right, dict):
+        out: list[str] = []
+        for key in sorted(set(left) | set(right)):
+            if key not in right:
+                out.append(f"- {where}.{key}: {left[key]}")
+            elif key not in left:
+                out.append(f"+ {where}.{key}: {right[key]}")
+            elif left[key] != right[key]:
+                out.append(f"~ {where}.{key}: {left[key]} != {right[key]}")
+        return out
+    return [f"~ {where}: {left!r} != {right!r}"]
+
+
+def _show(value: Any) -> str:
+    if isinstance(value, frozenset):
+        return "; ".join(sorted(value))
+    if isinstance(value, dict):
+        return ", ".join(f"{k} {v}" for k, v in sorted(value.items()))
+    return str(value)
+
+
+def contents(target: str | Conn, schema: str = "public") -> dict[str, list[str]]:
+    """Every table's rows as sorted text (for tests that prove nothing changed)."""
+    if isinstance(target, str):
+        with connection(target, application_name="queueguard-catalog") as conn:
+            return contents(conn, schema)
+    conn = target
+    names = [
+        name
+        for (name,) in conn.execute(
+            "SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
+            "WHERE n.nspname = %s AND c.relkind IN ('r', 'p') ORDER BY c.relname",
+            (schema,),
+        )
+    ]
+    result: dict[str, list[str]] = {}
+    for name in names:
+        query = sql.SQL("SELECT x::text FROM {}.{} x").format(
+            sql.Identifier(schema), sql.Identifier(name)
+        )
+        result[name] = sorted(str(row[0]) for row in conn.execute(query))
+    return result
+
+
+def fingerprint(target: str | Conn, schema: str = "public") -> str:
+    """sha256 of the normalised catalog: what a golden fixture's manifest records."""
+    import hashlib
+    import json
+
+    cat = introspect(target, schema)
+    doc = {
+        f.name: {
+            key: (
+                sorted(value)
+                if isinstance(value, frozenset)
+                else {c: str(col) for c, col in sorted(value.items())}
+                if isinstance(value, dict)
+                else value
+            )
+            for key, value in sorted(getattr(cat, f.name).items())
+        }
+        for f in fields(Catalog)
+    }
+    return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()

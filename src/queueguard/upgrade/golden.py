@@ -1,0 +1,72 @@
+"""The golden fixtures shipped in the package: list them, load one, read its expectations."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from queueguard.errors import QueueguardError, UsageError
+from queueguard.pg.connect import connection
+from queueguard.resources import fixtures_dir
+from queueguard.stores import schema
+
+
+@dataclass(frozen=True)
+class Fixture:
+    name: str
+    folder: Path
+
+    @property
+    def manifest(self) -> dict[str, Any]:
+        data: dict[str, Any] = json.loads((self.folder / "manifest.json").read_text())
+        return data
+
+    @property
+    def revision(self) -> str:
+        return str(self.manifest["revision"])
+
+    @property
+    def database_sql(self) -> str:
+        return (self.folder / "database.sql").read_text(encoding="utf-8")
+
+    @property
+    def expected_head(self) -> dict[str, Any]:
+        data: dict[str, Any] = json.loads((self.folder / "expected_head.json").read_text())
+        return data
+
+
+def all_fixtures(root: Path | None = None) -> list[Fixture]:
+    root = root or fixtures_dir()
+    return [
+        Fixture(p.name, p)
+        for p in sorted(root.iterdir())
+        if p.is_dir() and (p / "manifest.json").exists() and (p / "database.sql").exists()
+    ]
+
+
+def get(name: str) -> Fixture:
+    for fixture in all_fixtures():
+        if fixture.name == name:
+            return fixture
+    names = ", ".join(f.name for f in all_fixtures())
+    raise UsageError(f"unknown fixture {name!r} (have: {names})")
+
+
+def snapshot_path(name: str) -> Path:
+    return fixtures_dir() / "snapshots" / name
+
+
+def load(fixture: Fixture, dsn: str) -> None:
+    """Load a fixture into an empty database (refuses a non-empty one), in one transaction."""
+    with connection(dsn, application_name="queueguard-fixtures") as conn:
+        state = schema.inspect(conn)
+        if not state.empty or state.tables:
+            raise QueueguardError(
+                f"refusing to load fixture {fixture.name}: the database is not empty "
+                f"(tables: {', '.join(sorted(state.tables)) or 'none'})"
+            )
+        with conn.transaction():
+            conn.execute(fixture.database_sql)  # no parameters: `%` in data is left alone
+        conn.execute("SET search_path TO DEFAULT")

@@ -1,0 +1,189 @@
+"""`queueguard rehearse`: upgrade CI for the user's own data, on a copy.
+
+The source database is never written: it is cloned with CREATE DATABASE … TEMPLATE where
+that is allowed (no other session connected), else dumped with pg_dump and restored into a
+scratch database. The copy is upgraded and checked against conservation laws, since there is
+no golden state for real data.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+import psycopg
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
+from queueguard.core.keys import AUTO_VERSION
+from queueguard.errors import QueueguardError
+from queueguard.pg import scratch, servers
+from queueguard.pg.connect import connection
+from queueguard.pg.dsn import redact
+from queueguard.snapshot.relocation import UNVERSIONED, directives
+from queueguard.stores import schema
+from queueguard.upgrade import state
+from queueguard.upgrade.dumps import normalise_dump
+from queueguard.upgrade.runner import upgrade
+
+
+@dataclass
+class Rehearsal:
+    source_revision: str | None
+    method: str
+    violations: list[str] = field(default_factory=list)
+    queues: list[dict[str, Any]] = field(default_factory=list)
+    elapsed_ms: int = 0
+
+    @property
+    def ok(self) -> bool:
+        return not self.violations
+
+    def as_json(self) -> dict[str, Any]:
+        return {"schemaVersion": 1, "ok": self.ok, **self.__dict__}
+
+
+def _payload_key(data: Any) -> str:
+    """A payload without its directive, as canonical text (for multiset comparison)."""
+    import copy
+    import json
+
+    doc = copy.deepcopy(data)
+    if isinstance(doc, dict) and isinstance(doc.get("task"), dict):
+        doc["task"].pop("versionDirective", None)
+    return json.dumps(doc, sort_keys=True, ensure_ascii=False)
+
+
+def _legacy_payloads(conn: psycopg.Connection[Any]) -> Counter[str]:
+    return Counter(_payload_key(r[0]) for r in conn.execute("SELECT data FROM tasks"))
+
+
+def _copy(source_dsn: str, scratch_admin: str) -> tuple[str, str]:
+    """A copy of the source: TEMPLATE clone if possible, else pg_dump | psql."""
+    source_db = scratch.dbname_of(source_dsn)
+    try:
+        return scratch.create_database(scratch_admin, template=source_db), "template"
+    except QueueguardError:
+        raise
+    except psycopg.Error:
+        pass  # other sessions are connected or the scratch server is another server
+    try:
+        target = scratch.create_database(scratch_admin)
+    except psycopg.Error as exc:  # e.g. a role without CREATEDB
+        raise QueueguardError(
+            f"cannot create a scratch database for the rehearsal on {redact(scratch_admin)}: "
+            f"{redact(str(exc)).strip()}; pass --scratch-dsn, the admin DSN of a server where "
+            "you may create databases"
+        ) from None
+    params = conninfo_to_dict(source_dsn)
+    env = dict(os.environ)
+    if params.get("password"):
+        env["PGPASSWORD"] = str(params["password"])
+    without_password = make_conninfo(**{k: str(v) for k, v in params.items() if k != "password"})
+    bindir = servers.embedded_bin_dir()
+    dump = subprocess.run(  # no check=True: CalledProcessError would quote the DSN
+        [str(bindir / "pg_dump"), "--no-owner", "--no-privileges", "-d", without_password],
+        env=env,  # the password travels in the environment, not on a command line `ps` shows
+        check=False,
+        capture_output=True,
+    )
+    if dump.returncode != 0:
+        scratch.drop_database(scratch_admin, scratch.dbname_of(target))
+        raise QueueguardError(
+            f"pg_dump of {params.get('dbname')} failed: "
+            f"{redact(dump.stderr.decode(errors='replace'))[-500:]}"
+        )
+    restore = subprocess.run(
+        [str(bindir / "psql"), "-v", "ON_ERROR_STOP=1", "-q", "-d", target],
+        input=normalise_dump(dump.stdout.decode()).encode(),  # loads on older majors too
+        capture_output=True,
+        check=False,
+    )
+    if restore.returncode != 0:
+        scratch.drop_database(scratch_admin, scratch.dbname_of(target))
+        raise QueueguardError(
+            f"restoring the dump of {params.get('dbname')} failed: "
+            f"{restore.stderr.decode(errors='replace')[-500:]}"
+        )
+    return target, "dump"
+
+
+def rehearse(source_dsn: str, scratch_admin: str | None = None) -> Rehearsal:
+    started = time.monotonic()
+    admin = scratch_admin or scratch.database_dsn(source_dsn, "postgres")
+    copy_dsn, method = _copy(source_dsn, admin)
+    try:
+        with connection(copy_dsn) as conn:
+            revision = schema.inspect(conn).revision
+            payloads_before = _legacy_payloads(conn)
+            before = state.export_database(conn, 3) if revision == "003" else None
+        result = Rehearsal(revision, method)
+        upgrade(copy_dsn, progress=False, force=True)
+        with connection(copy_dsn) as conn:
+            after = state.export_database(conn)
+        result.violations += check_conservation(payloads_before, before, after)
+        result.queues = [
+            {
+                "queue": q["physicalQueue"],
+                "range": q["rangeId"],
+                "ack": q["ackLevel"],
+                "last": q["lastTaskId"],
+                "rows": len(q["tasks"]),
+            }
+            for q in after["queues"]
+        ]
+        result.elapsed_ms = int((time.monotonic() - started) * 1000)
+        return result
+    finally:
+        scratch.drop_database(admin, scratch.dbname_of(copy_dsn))
+
+
+def check_conservation(
+    payloads_before: Counter[str], before: dict[str, Any] | None, after: dict[str, Any]
+) -> list[str]:
+    """The laws an upgrade must keep; returns human-readable violations."""
+    problems = []
+    payloads_after = Counter(_payload_key(t["data"]) for q in after["queues"] for t in q["tasks"])
+    lost = payloads_before - payloads_after
+    extra = payloads_after - payloads_before
+    if lost:
+        problems.append(f"{sum(lost.values())} task payload(s) lost, e.g. {next(iter(lost))[:200]}")
+    if extra:
+        problems.append(
+            f"{sum(extra.values())} payload(s) duplicated or invented, "
+            f"e.g. {next(iter(extra))[:200]}"
+        )
+    by_run = directives(after)
+    old_ranges = {q["physicalQueue"]: q["rangeId"] for q in (before or {}).get("queues", [])}
+    for q in after["queues"]:
+        key, ids = q["physicalQueue"], [t["taskId"] for t in q["tasks"]]
+        if q["rangeId"] is None:
+            problems.append(f"{key}: task rows without a task_queues row")
+            continue
+        if len(set(ids)) != len(ids):
+            problems.append(f"{key}: duplicate task ids")
+        if ids and max(ids) > q["lastTaskId"]:
+            problems.append(f"{key}: task id {max(ids)} above last_task_id {q['lastTaskId']}")
+        if not 0 <= q["ackLevel"] <= q["lastTaskId"]:
+            problems.append(f"{key}: ack_level {q['ackLevel']} outside [0, last_task_id]")
+        if key.endswith("@" + AUTO_VERSION) and ids:
+            problems.append(f"{key}: legacy auto queue still holds {len(ids)} rows")
+        expected_range = old_ranges.get(key, 0) + 1 if before is not None else None
+        if expected_range is not None and q["rangeId"] != expected_range:
+            problems.append(f"{key}: range {q['rangeId']}, expected {expected_range} (fence)")
+        for t in q["tasks"]:
+            task = t["data"].get("task") if isinstance(t["data"], dict) else None
+            if not isinstance(task, dict):
+                continue
+            want = by_run.get(str(task.get("runId")), UNVERSIONED)
+            if task.get("versionDirective") != want:
+                problems.append(
+                    f"{key} task {t['taskId']}: directive "
+                    f"{task.get('versionDirective')} != History's {want}"
+                )
+    if after["protocol"] != {"min": 4, "max": 4}:
+        problems.append(f"protocol is {after['protocol']}, expected [4, 4]")
+    return problems

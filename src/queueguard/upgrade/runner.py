@@ -1,0 +1,246 @@
+"""The upgrade runner: Alembic plus what production needs around it.
+
+- one runner at a time (advisory lock); a second one waits a bounded time, then reports
+  "already at head" or fails cleanly;
+- refuses while hosts of an older protocol are connected (unless forced);
+- runs one revision per transaction, retrying a revision that hit its lock timeout with
+  growing timeouts and jitter (GitLab's with_lock_retries), then fails cleanly;
+- returns a report; the CLI renders it.
+"""
+
+from __future__ import annotations
+
+import io
+import random
+import time
+from contextlib import redirect_stdout
+from dataclasses import dataclass, field
+from typing import Any
+
+import psycopg
+import sqlalchemy as sa
+from alembic import command
+from alembic.script import ScriptDirectory
+
+from queueguard.core.protocol import PROTOCOL
+from queueguard.errors import (
+    ConnectionFailed,
+    LockTimeout,
+    MigrationError,
+    OlderHostsConnected,
+    UnknownSchema,
+    UsageError,
+)
+from queueguard.pg.dsn import redact
+from queueguard.pg.sqlfiles import queries
+from queueguard.stores.schema import HEAD, OUR_TABLES, VERSION_TABLE
+from queueguard.upgrade import manifest
+from queueguard.upgrade.alembic_config import config, engine_for
+
+Q = queries("queueguard.upgrade", "upgrade.sql")
+REVISIONS = ("001", "002", "003", "004")
+RUNNER_WAIT_S = 30.0
+#: If the runner dies mid-revision (SIGKILL, a lost SSH session), the server notices within a
+#: second and rolls back, instead of holding its ACCESS EXCLUSIVE locks until the running
+#: statement ends (PostgreSQL >= 14 on Linux; older servers skip it).
+DEAD_CLIENT_CHECK = (
+    "SELECT set_config('client_connection_check_interval', '1s', false) "
+    "WHERE current_setting('server_version_num')::int >= 140000"
+)
+
+
+@dataclass
+class UpgradeReport:
+    target: str
+    before: str | None
+    after: str | None
+    applied: list[str] = field(default_factory=list)
+    relocated: dict[str, int] = field(default_factory=dict)
+    queues_fenced: int = 0
+    lock_waits: int = 0
+    elapsed_ms: int = 0
+
+    def as_json(self) -> dict[str, Any]:
+        return {"schemaVersion": 1, **self.__dict__}
+
+
+def resolve_target(to: str) -> str:
+    target = HEAD if to == "head" else to
+    if target not in REVISIONS:
+        raise UsageError(f"--to takes 001…004 or head, got {to!r}")
+    return target
+
+
+def render_sql(to: str = "head", start: str | None = None) -> str:
+    """The SQL an upgrade would run, without connecting (for DBA review)."""
+    target = resolve_target(to)
+    cfg = config(progress=False)
+    buffer = io.StringIO()
+    cfg.output_buffer = buffer
+    spec = f"{start}:{target}" if start else target
+    command.upgrade(cfg, spec, sql=True)
+    return buffer.getvalue()
+
+
+def _current(conn: sa.Connection) -> str | None:
+    exists = conn.exec_driver_sql(f"SELECT to_regclass('{VERSION_TABLE}') IS NOT NULL").scalar()
+    revision = (
+        conn.exec_driver_sql(f"SELECT version_num FROM {VERSION_TABLE}").scalar()
+        if exists
+        else None
+    )
+    conn.commit()
+    return revision
+
+
+def _acquire_runner_lock(conn: sa.Connection, wait_s: float) -> None:
+    deadline = time.monotonic() + wait_s
+    while True:
+        got = conn.exec_driver_sql(Q["try_lock"]).scalar()
+        conn.commit()
+        if got:
+            return
+        if time.monotonic() >= deadline:
+            raise LockTimeout(f"another queueguard upgrade held the runner lock for {wait_s:.0f}s")
+        time.sleep(0.2)
+
+
+def _is_lock_timeout(exc: BaseException) -> bool:
+    # Step files run on the raw psycopg cursor (steps.apply), so the error may be psycopg's
+    # own; statements run through SQLAlchemy arrive wrapped, with the original in `.orig`.
+    orig = getattr(exc, "orig", exc)
+    return isinstance(orig, psycopg.errors.LockNotAvailable)
+
+
+def upgrade(
+    dsn: str,
+    *,
+    to: str = "head",
+    lock_timeout_ms: int = 5000,
+    statement_timeout_ms: int = 3_600_000,
+    retries: int = 3,
+    force: bool = False,
+    progress: bool = True,
+    runner_wait_s: float = RUNNER_WAIT_S,
+) -> UpgradeReport:
+    """Upgrade the database at `dsn` to `to`; see the module docstring."""
+    target = resolve_target(to)
+    if retries < 0:
+        raise UsageError(f"--retries takes a number of retries >= 0, got {retries}")
+    if lock_timeout_ms < 1:  # PostgreSQL reads 0 as "no timeout": writers could queue forever
+        raise UsageError(f"--lock-timeout must be at least 1ms, got {lock_timeout_ms} ms")
+    manifest.require_intact()
+    started = time.monotonic()
+    engine = engine_for(dsn)
+    try:
+        conn = engine.connect()
+    except sa.exc.OperationalError as exc:
+        raise ConnectionFailed(f"cannot connect to {redact(dsn)}: {exc.orig}") from None
+    try:
+        conn.exec_driver_sql(DEAD_CLIENT_CHECK)
+        conn.commit()
+        _acquire_runner_lock(conn, runner_wait_s)
+        before = _current(conn)
+        if before is not None and before not in REVISIONS:
+            raise UnknownSchema(
+                f"{VERSION_TABLE} holds revision {before!r}, which this release does not know "
+                "(001-004): refusing to upgrade (preflight reports schema.revision_unknown)"
+            )
+        if before is None:
+            found = conn.exec_driver_sql(Q["our_tables"], {"tables": sorted(OUR_TABLES)}).scalar()
+            conn.commit()
+            if found:
+                raise UnknownSchema(
+                    f"the database has queueguard tables ({found}) but no {VERSION_TABLE} "
+                    "table, so its revision is unknown: refusing to upgrade (restore the "
+                    "version table or load the database into an empty one)"
+                )
+        report = UpgradeReport(target=target, before=before, after=before)
+        if before is not None and before >= target:
+            report.elapsed_ms = int((time.monotonic() - started) * 1000)
+            return report
+        pending = [r for r in REVISIONS if (before is None or r > before) and r <= target]
+        if "004" in pending and not force:
+            hosts = [
+                row[0] for row in conn.exec_driver_sql(Q["older_hosts"], {"protocol": PROTOCOL})
+            ]
+            conn.commit()
+            if hosts:
+                raise OlderHostsConnected(hosts)
+        for revision in pending:
+            if revision == "004":
+                report.relocated = dict(conn.exec_driver_sql(Q["auto_backlog"]).fetchall())
+                conn.commit()
+            report.lock_waits += _apply_with_retries(
+                conn, revision, lock_timeout_ms, statement_timeout_ms, retries, progress
+            )
+            report.applied.append(revision)
+        report.after = _current(conn)
+        if report.after is not None and report.after >= "003":
+            report.queues_fenced = (
+                int(conn.exec_driver_sql(Q["queue_count"]).scalar() or 0)
+                if "004" in report.applied
+                else 0
+            )
+            conn.commit()
+        report.elapsed_ms = int((time.monotonic() - started) * 1000)
+        return report
+    finally:
+        conn.rollback()
+        conn.exec_driver_sql(Q["unlock"])
+        conn.commit()
+        conn.close()
+        engine.dispose()
+
+
+def _apply_with_retries(
+    conn: sa.Connection,
+    revision: str,
+    lock_timeout_ms: int,
+    statement_timeout_ms: int,
+    retries: int,
+    progress: bool,
+) -> int:
+    """Apply one revision; returns how many lock timeouts it hit before succeeding."""
+    waits = 0
+    timeout = lock_timeout_ms
+    for attempt in range(retries + 1):
+        cfg = config(
+            connection=conn,
+            lock_timeout_ms=timeout,
+            statement_timeout_ms=statement_timeout_ms,
+            progress=progress,
+        )
+        try:
+            with redirect_stdout(io.StringIO()):
+                command.upgrade(cfg, revision)
+            return waits
+        except (sa.exc.OperationalError, psycopg.OperationalError) as exc:
+            conn.rollback()
+            if not _is_lock_timeout(exc):
+                reason = getattr(exc, "orig", exc)
+                raise MigrationError(f"revision {revision} failed: {reason}") from None
+            waits += 1
+            if attempt == retries:
+                raise LockTimeout(
+                    f"revision {revision}: could not get its locks after {retries + 1} "
+                    f"attempts (last lock_timeout {timeout} ms); nothing was changed"
+                ) from None
+            time.sleep(random.uniform(0.1, 0.5) * (attempt + 1))
+            timeout = int(timeout * 1.5)
+        except (sa.exc.DBAPIError, psycopg.Error) as exc:
+            # Any other database error in a step: the revision's transaction rolls back whole;
+            # report it as a refusal (exit 1), not as a driver traceback.
+            conn.rollback()
+            reason = getattr(exc, "orig", exc)
+            raise MigrationError(
+                f"revision {revision} failed, nothing was changed: {reason}"
+            ) from None
+        except BaseException:
+            conn.rollback()
+            raise
+    raise AssertionError("unreachable")
+
+
+def script_heads() -> list[str]:
+    return list(ScriptDirectory.from_config(config()).get_heads())

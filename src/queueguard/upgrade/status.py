@@ -1,0 +1,76 @@
+"""`queueguard status` and `queueguard inspect`: read-only views of a database."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from queueguard.pg.connect import connection
+from queueguard.pg.sqlfiles import queries
+from queueguard.stores import schema
+from queueguard.upgrade import manifest
+
+Q = queries("queueguard.upgrade", "inspect.sql")
+
+
+def status(dsn: str) -> dict[str, Any]:
+    """Revision, protocol, queue and row counts, and drift of applied revision hashes."""
+    with connection(dsn, application_name="queueguard-status") as conn:
+        conn.read_only = True
+        state = schema.inspect(conn)
+        result: dict[str, Any] = {
+            "schemaVersion": 1,
+            "revision": state.revision,
+            "head": schema.HEAD,
+            "empty": state.empty,
+            "protocol": None,
+            "queues": None,
+            "tasks": None,
+            "drift": [],
+        }
+        if "runtime_protocol" in state.tables:
+            rows = conn.execute(
+                "SELECT min_protocol, max_protocol FROM runtime_protocol"
+            ).fetchall()
+            result["protocol"] = {"min": rows[0][0], "max": rows[0][1]} if len(rows) == 1 else None
+        if "task_queues" in state.tables:
+            queues, _, auto = conn.execute(Q["queue_summary"]).fetchone() or (0, 0, 0)
+            result["queues"] = queues
+            result["legacy_auto_queues"] = auto
+        if "tasks" in state.tables:
+            row = conn.execute(Q["task_count"]).fetchone()
+            result["tasks"] = row[0] if row else 0
+        if "queueguard_migrations" in state.tables:
+            on_disk = {r.revision: r.sha256 for r in manifest.compute()}
+            for revision, sha in conn.execute(Q["ledger"]):
+                if on_disk.get(revision) != sha:
+                    result["drift"].append(revision)
+    return result
+
+
+def inspect_workflow(dsn: str, workflow_id: str, namespace: str | None) -> dict[str, Any]:
+    """Both Matching tables' rows for one workflow."""
+    with connection(dsn, application_name="queueguard-inspect") as conn:
+        conn.read_only = True
+        params = {"workflow_id": workflow_id, "namespace": namespace}
+        tasks = [
+            dict(
+                zip(
+                    ("physical_queue", "task_id", "run_id", "kind", "version_directive"),
+                    r,
+                    strict=True,
+                )
+            )
+            for r in conn.execute(Q["workflow_tasks"], params)
+        ]
+        keys = sorted({t["physical_queue"] for t in tasks})
+        queues = [
+            dict(
+                zip(
+                    ("physical_queue", "range_id", "ack_level", "last_task_id", "stored_task_rows"),
+                    r,
+                    strict=True,
+                )
+            )
+            for r in conn.execute(Q["workflow_queues"], {"queues": keys})
+        ]
+    return {"schemaVersion": 1, "workflowId": workflow_id, "task_queues": queues, "tasks": tasks}

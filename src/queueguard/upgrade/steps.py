@@ -1,0 +1,130 @@
+"""Applying one revision's SQL steps inside Alembic: the body of every thin revision file.
+
+A revision is a folder `migrations/sql/<rev>/` of step files run in name order in the
+revision's single transaction. `00_locks.sql` (when present) takes every lock up front in the
+documented order; the guard then re-checks the revision's preconditions with the shared audit
+queries under those locks and raises MigrationRefused, rolling the whole revision back.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from typing import Any
+
+import sqlalchemy as sa
+from alembic import context, op
+
+from queueguard.errors import IrreversibleMigration, MigrationRefused
+from queueguard.upgrade import audit, manifest
+
+#: The revision before each one: its audit queries are the guard of the next revision.
+PREVIOUS = {"003": "002", "004": "003"}
+#: From 004 on, each applied revision is recorded with its hash in queueguard_migrations.
+LEDGER_FROM = "004"
+DEFAULT_LOCK_TIMEOUT_MS = 5000
+# Bounded but generous: 004 rewrites ~65k rows/s here, so an hour covers >200M rows.
+DEFAULT_STATEMENT_TIMEOUT_MS = 3_600_000
+
+
+def _setting(name: str, default: int) -> int:
+    value = context.config.attributes.get(name)
+    return default if value is None else int(value)
+
+
+def _progress(message: str) -> None:
+    if context.config.attributes.get("progress", True):
+        print(f"  {message}", file=sys.stderr, flush=True)
+
+
+def apply(revision: str) -> None:
+    """Run the revision's steps; online, guard after the locks and report each step."""
+    lock_ms = _setting("lock_timeout_ms", DEFAULT_LOCK_TIMEOUT_MS)
+    stmt_ms = _setting("statement_timeout_ms", DEFAULT_STATEMENT_TIMEOUT_MS)
+    op.execute(f"SET LOCAL lock_timeout = {lock_ms}")
+    op.execute(f"SET LOCAL statement_timeout = {stmt_ms}")
+    offline = context.is_offline_mode()
+    for path in manifest.step_files(revision):
+        sql = path.read_text(encoding="utf-8")
+        if offline:
+            op.execute(sa.text(sql))
+        else:
+            started = time.monotonic()
+            with _raw().cursor() as cursor:
+                # The driver cursor without parameters: psycopg leaves `%` in the SQL alone.
+                cursor.execute(sql)
+                rows = max(cursor.rowcount, 0)
+                while cursor.nextset():  # one result per statement of the step file
+                    rows += max(cursor.rowcount, 0)
+            _progress(f"{revision} {path.stem}: {rows} rows, {time.monotonic() - started:.2f}s")
+            if path.stem == RELOCATION_STEP.get(revision):
+                _report_relocation(revision)
+        if path.name.startswith("00_"):
+            _guard(revision, offline)
+    if revision >= LEDGER_FROM:
+        _record_ledger(revision, offline)
+
+
+#: The step after which each queue's relocation is reported (rows done / total).
+RELOCATION_STEP = {"004": "03_relocate"}
+
+
+def _report_relocation(revision: str) -> None:
+    with _raw().cursor() as cursor:
+        cursor.execute("SELECT source, destination, moved FROM relocation ORDER BY source")
+        moved = cursor.fetchall()
+    total, done = sum(m for _, _, m in moved), 0
+    for source, destination, rows in moved:
+        done += rows
+        _progress(f"{revision} relocated {done}/{total} rows: {source} -> {destination} ({rows})")
+
+
+def _raw() -> Any:
+    """The psycopg connection under Alembic's, in the revision's transaction."""
+    return op.get_bind().connection.dbapi_connection
+
+
+def _guard(revision: str, offline: bool) -> None:
+    previous = PREVIOUS.get(revision)
+    if previous is None:
+        return
+    queries = audit.for_revision(previous)
+    if offline:
+        names = ", ".join(q.name for q in queries)
+        op.execute(sa.text(f"-- guard (run by queueguard under these locks): {names}"))
+        return
+    blocking = []
+    started = time.monotonic()
+    with _raw().cursor() as cursor:
+        for query in queries:
+            blocking += [f for f in audit.run(cursor, query) if f.blocking]
+            if blocking and query.kind == "schema":
+                break  # later checks rely on the schema contract: refuse naming it
+    if blocking:
+        raise MigrationRefused(revision, blocking)
+    _progress(
+        f"{revision} guard: {len(queries)} audit queries clean under locks, "
+        f"{time.monotonic() - started:.2f}s"
+    )
+
+
+def _record_ledger(revision: str, offline: bool) -> None:
+    statement = sa.text(
+        "INSERT INTO queueguard_migrations (revision, sha256) VALUES (:revision, :sha256) "
+        "ON CONFLICT (revision) DO NOTHING"
+    )
+    for rev in manifest.revisions():
+        if rev > revision:
+            break
+        params = {"revision": rev, "sha256": manifest.revision_sha256(rev)}
+        if offline:
+            op.execute(statement.bindparams(**params))
+        else:
+            op.get_bind().execute(statement, params)
+
+
+def refuse_downgrade(revision: str) -> None:
+    raise IrreversibleMigration(
+        f"revision {revision} cannot be downgraded: task ids were renumbered. "
+        "Roll back by restoring the backup taken before the upgrade."
+    )

@@ -1,0 +1,286 @@
+"""`queueguard verify`: upgrade CI against every golden fixture.
+
+Per fixture, each in fresh databases cloned from a template (CREATE DATABASE … TEMPLATE):
+load → preflight (expect no blocking finding) → upgrade to head → compare with the golden
+state → compare the catalog with a fresh install → upgrade step by step to the same state →
+re-run the upgrade and prove it changed nothing → the protocol fence: released v0.2/v0.3
+workers (`legacy_worker`) started around the upgrade all fail and change nothing. Once per run,
+the static compatibility matrix (`compat`) of those workers' statements × revisions 001–004.
+Scratch databases are ours (prefix `qg`) and are dropped afterwards; no other database is
+touched.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from queueguard import snapshot
+from queueguard.pg import scratch as pg_scratch
+from queueguard.pg.connect import connection
+from queueguard.style import paint
+from queueguard.upgrade import catalog, compat, legacy_worker, state
+from queueguard.upgrade.checksums import table_checksums
+from queueguard.upgrade.golden import Fixture, all_fixtures, get, load
+from queueguard.upgrade.runner import REVISIONS, upgrade
+
+
+@dataclass
+class Check:
+    name: str
+    ok: bool
+    detail: str = ""
+
+
+@dataclass
+class FixtureResult:
+    fixture: str
+    revision: str
+    checks: list[Check] = field(default_factory=list)
+    elapsed_ms: int = 0
+
+    @property
+    def ok(self) -> bool:
+        return all(c.ok for c in self.checks)
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "fixture": self.fixture,
+            "revision": self.revision,
+            "ok": self.ok,
+            "elapsed_ms": self.elapsed_ms,
+            "checks": [c.__dict__ for c in self.checks],
+        }
+
+
+@dataclass
+class VerifyReport:
+    results: list[FixtureResult]
+    elapsed_ms: int
+    compatibility: compat.Matrix | None = None
+
+    @property
+    def ok(self) -> bool:
+        matrix_ok = self.compatibility is None or not self.compatibility.violations()
+        return matrix_ok and all(r.ok for r in self.results)
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "schemaVersion": 1,
+            "ok": self.ok,
+            "elapsed_ms": self.elapsed_ms,
+            "fixtures": [r.as_json() for r in self.results],
+            "compatibility": self.compatibility.as_json() if self.compatibility else None,
+        }
+
+
+def state_diff(expected: dict[str, Any], actual: dict[str, Any], limit: int = 60) -> str:
+    """A readable unified diff of two normalised state documents."""
+
+    def lines(doc: dict[str, Any]) -> list[str]:
+        return json.dumps(
+            snapshot.normalise(doc), indent=1, ensure_ascii=False, sort_keys=True
+        ).splitlines()
+
+    diff = list(
+        difflib.unified_diff(lines(expected), lines(actual), "golden", "upgraded", lineterm="", n=2)
+    )
+    more = f"\n… {len(diff) - limit} more diff lines" if len(diff) > limit else ""
+    return "\n".join(diff[:limit]) + more
+
+
+def _export(dsn: str) -> dict[str, Any]:
+    with connection(dsn) as conn:
+        return state.export_database(conn)
+
+
+def _checksums(dsn: str) -> dict[str, str]:
+    with connection(dsn) as conn:
+        return table_checksums(conn)
+
+
+def _catalog(dsn: str) -> Any:
+    with connection(dsn) as conn:
+        return catalog.introspect(conn)
+
+
+class _Scratch:
+    """Scratch databases of one verify run, always dropped."""
+
+    def __init__(self, admin: str) -> None:
+        self.admin = admin
+        self.names: list[str] = []
+
+    def create(self, template: str | None = None) -> str:
+        dsn = pg_scratch.create_database(self.admin, template=template)
+        self.names.append(pg_scratch.dbname_of(dsn))
+        return dsn
+
+    def drop_all(self) -> None:
+        for name in reversed(self.names):
+            pg_scratch.drop_database(self.admin, name)
+
+
+def verify_fixture(
+    fixture: Fixture,
+    scratch: _Scratch,
+    fresh_catalog: Any,
+    preflight: Callable[[str], tuple[bool, str]] | None,
+) -> FixtureResult:
+    started = time.monotonic()
+    result = FixtureResult(fixture.name, fixture.revision)
+    checks = result.checks
+    template = scratch.create()
+    load(fixture, template)
+    with connection(template) as conn:
+        fingerprint = catalog.fingerprint(conn)
+    expected_fp = fixture.manifest["schema_sha256"]
+    checks.append(
+        Check(
+            "schema",
+            fingerprint == expected_fp,
+            ""
+            if fingerprint == expected_fp
+            else f"loaded schema fingerprint {fingerprint[:12]} != manifest {expected_fp[:12]}",
+        )
+    )
+    template_name = pg_scratch.dbname_of(template)
+
+    if preflight is not None:
+        db = scratch.create(template_name)
+        ok, detail = preflight(db)
+        checks.append(Check("preflight", ok, detail))
+
+    db = scratch.create(template_name)
+    report = upgrade(db, progress=False)
+    checks.append(
+        Check(
+            "upgrade",
+            report.after == REVISIONS[-1],
+            f"{report.before} -> {report.after} in {report.elapsed_ms} ms",
+        )
+    )
+    actual = _export(db)
+    same = snapshot.normalise(actual) == snapshot.normalise(fixture.expected_head)
+    checks.append(Check("golden", same, "" if same else state_diff(fixture.expected_head, actual)))
+
+    differences = catalog.diff(fresh_catalog, _catalog(db))
+    checks.append(Check("catalog", not differences, "\n".join(differences[:30])))
+
+    before = _checksums(db)
+    again = upgrade(db, progress=False)
+    after = _checksums(db)
+    changed = [t for t in before if before[t] != after.get(t)]
+    checks.append(
+        Check(
+            "idempotent",
+            not again.applied and not changed,
+            f"changed tables: {changed}" if changed else "no-op",
+        )
+    )
+
+    stepwise = scratch.create(template_name)
+    for revision in REVISIONS:
+        if revision > fixture.revision:
+            upgrade(stepwise, to=revision, progress=False)
+    same_steps = snapshot.normalise(_export(stepwise)) == snapshot.normalise(actual)
+    checks.append(
+        Check("stepwise", same_steps, "" if same_steps else state_diff(actual, _export(stepwise)))
+    )
+    checks.append(_fence(fixture, scratch.create(template_name)))
+    result.elapsed_ms = int((time.monotonic() - started) * 1000)
+    return result
+
+
+def _fence(fixture: Fixture, db: str) -> Check:
+    """Legacy workers around a forced upgrade of `db` all fail, and change nothing."""
+    probe = legacy_worker.probe_fence(
+        db, fixture.revision, lambda dsn: upgrade(dsn, force=True, progress=False), _checksums
+    )
+    return Check("fence", probe.ok, probe.detail)
+
+
+def _default_preflight(dsn: str) -> tuple[bool, str]:
+    from queueguard.upgrade.preflight import preflight
+
+    report = preflight(dsn)
+    blocking = [f for f in report.findings if f.severity == "blocking"]
+    warnings = [f.code for f in report.findings if f.severity == "warning"]
+    if blocking:
+        return False, "; ".join(str(f) for f in blocking)
+    return (
+        True,
+        f"no blocking findings ({len(warnings)} warnings: {', '.join(sorted(set(warnings)))})",
+    )
+
+
+def verify(
+    admin_dsn: str,
+    names: list[str] | None = None,
+    preflight: Callable[[str], tuple[bool, str]] | None = _default_preflight,
+    progress: Callable[[str], None] | None = None,
+) -> VerifyReport:
+    """Run upgrade CI against the named fixtures (all by default) on the server at admin_dsn.
+
+    `progress` receives one line as each fixture finishes (the CLI prints them on stderr).
+    """
+    started = time.monotonic()
+    fixtures = [get(n) for n in names] if names else all_fixtures()
+    scratch = _Scratch(admin_dsn)
+    tell = progress or (lambda _line: None)
+    try:
+        fresh = scratch.create()
+        upgrade(fresh, progress=False)
+        fresh_catalog = _catalog(fresh)
+        results = []
+        for n, fixture in enumerate(fixtures, start=1):
+            result = verify_fixture(fixture, scratch, fresh_catalog, preflight)
+            results.append(result)
+            tell(
+                f"[{n}/{len(fixtures)}] {fixture.name}: {'ok' if result.ok else 'FAILED'} "
+                f"({result.elapsed_ms} ms)"
+            )
+        tell("compatibility matrix: migrating a scratch database through every revision")
+        matrix = compat.matrix_on_server(admin_dsn, create=scratch.create, drop=lambda _: None)
+    finally:
+        scratch.drop_all()
+    return VerifyReport(results, int((time.monotonic() - started) * 1000), matrix)
+
+
+def render(report: VerifyReport, color: bool = False) -> str:
+    names = [c.name for c in report.results[0].checks] if report.results else []
+    header = f"{'fixture':8} {'rev':4} " + " ".join(f"{n:10}" for n in names) + "   ms"
+    lines = [header, "-" * len(header)]
+    for r in report.results:
+        cells = " ".join(
+            paint(f"{'ok':10}", "green", color) if c.ok else paint(f"{'FAIL':10}", "red", color)
+            for c in r.checks
+        )
+        lines.append(f"{r.fixture:8} {r.revision:4} {cells} {r.elapsed_ms:5}")
+    for r in report.results:
+        for c in r.checks:
+            if not c.ok:
+                lines.append(f"\n{r.fixture} {c.name} failed:\n{c.detail}")
+    fences = [
+        f"  {r.fixture}: {c.detail}"
+        for r in report.results
+        for c in r.checks
+        if c.name == "fence" and c.ok
+    ]
+    if fences:
+        lines.append(
+            "\nprotocol fence (legacy workers around a forced upgrade):\n" + "\n".join(fences)
+        )
+    if report.compatibility is not None:
+        lines.append("\n" + report.compatibility.render())
+    verdict = (
+        paint("all fixtures upgrade to the golden state", "green", color)
+        if report.ok
+        else paint("VERIFY FAILED", "red", color)
+    )
+    lines.append(f"\n{verdict} ({report.elapsed_ms} ms)")
+    return "\n".join(lines)
