@@ -77,6 +77,42 @@ def _docker(major: str) -> str:
     return str(container.get_connection_url())
 
 
+class ScratchDatabases:
+    """Scratch databases on one server, created on demand and dropped together.
+
+    The one lifecycle every scratch user shares (verify, rehearse, the pytest plugin, the
+    test suite, the benchmarks): `with ScratchDatabases(admin) as dbs: dsn = dbs.create()`.
+    """
+
+    def __init__(self, admin_dsn: str, *, prefix: str = "qg") -> None:
+        self.admin_dsn = admin_dsn
+        self.prefix = prefix
+        self._names: list[str] = []
+
+    def create(self, template: str | None = None) -> str:
+        """A new empty database (or a clone of the database named `template`); its DSN."""
+        dsn = create_database(self.admin_dsn, template=template, prefix=self.prefix)
+        self._names.append(dbname_of(dsn))
+        return dsn
+
+    def drop(self, dsn: str) -> None:
+        name = dbname_of(dsn)
+        drop_database(self.admin_dsn, name)
+        if name in self._names:
+            self._names.remove(name)
+
+    def drop_all(self) -> None:
+        """Drop every database this object created, newest first (clones before templates)."""
+        while self._names:
+            drop_database(self.admin_dsn, self._names.pop())
+
+    def __enter__(self) -> ScratchDatabases:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.drop_all()
+
+
 def database_dsn(admin_dsn: str, dbname: str) -> str:
     return with_params(admin_dsn, dbname=dbname)
 
