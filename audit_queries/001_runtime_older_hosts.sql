@@ -4,7 +4,7 @@
 --           are connected, unless --force)
 -- What:     runtime hosts of an older protocol still connected to this database: every host
 --           sets application_name `queueguard/<protocol> host=<id>`, and a protocol below
---           queueguard.protocol (default 4, the head's) is older. Stop them before upgrading:
+--           queueguard.protocol (required: the protocol the target revision requires) is older. Stop them before upgrading:
 --           after 004 they fail at their next range-checked write or queue load anyway.
 --           Backend start times and addresses of other roles' sessions are only visible to
 --           members of pg_read_all_stats (NULL otherwise).
@@ -20,8 +20,7 @@ WITH hosts AS (
 ), older AS (
     SELECT h.*, row_number() OVER (ORDER BY h.backend_start NULLS LAST, h.pid) AS n
     FROM hosts AS h
-    WHERE h.protocol < coalesce(nullif(current_setting('queueguard.protocol', true), ''),
-                                '4')::int
+    WHERE h.protocol < current_setting('queueguard.protocol')::int
 )
 SELECT 'runtime.older_hosts' AS code,
        'warning' AS severity,

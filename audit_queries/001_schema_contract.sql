@@ -6,12 +6,12 @@
 --           build queue keys and copy rows, and creates task_queues, runtime_protocol and
 --           tasks_v3 (those names must be free); 004 later reads executions (run_id,
 --           versioning_behavior, deployment_version) and creates queueguard_migrations.
---           queueguard.target (default 004) limits the contract to the revisions pending up
---           to the target. Constraint names, defaults, CHECKs and sequences are not checked.
+--           queueguard.target (required: the revision to upgrade to) limits the contract to
+--           the revisions pending up to the target. Constraint names, defaults, CHECKs and sequences are not checked.
 -- Cost:     catalog lookups only (pg_class, pg_attribute); no table is read.
 -- Locks:    ACCESS SHARE on catalog tables only. Read-only; no row when the contract holds.
 WITH target AS (
-    SELECT coalesce(nullif(current_setting('queueguard.target', true), ''), '004') AS revision
+    SELECT current_setting('queueguard.target') AS revision
 ), columns_used (needed_by, tbl, col, typ) AS (
     VALUES ('003', 'tasks', 'delivery_id', 'bigint'),
            ('003', 'tasks', 'namespace', 'text'),

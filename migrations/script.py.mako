@@ -10,6 +10,11 @@ down_revision = ${repr(down_revision)}
 branch_labels = ${repr(branch_labels)}
 depends_on = ${repr(depends_on)}
 
+# queueguard's facts about this revision (read by queueguard.revisions; omit to inherit):
+# protocol = N               runtime protocol hosts must speak once applied (default: previous)
+# fences_older_hosts = True  it fences older hosts: upgrade refuses while they are connected
+# relocation_step = "NN_x"   report per-queue relocation progress after this step
+
 
 def upgrade() -> None:
     steps.apply(revision)

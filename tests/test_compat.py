@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from queueguard import revisions
 from queueguard.errors import ConnectionFailed, UsageError
 from queueguard.upgrade import compat, verify
 from queueguard.upgrade.legacy_worker import (
@@ -50,7 +51,7 @@ def views(queueguard_server: str) -> dict[str, compat.SchemaView]:
     from queueguard.upgrade.runner import upgrade
 
     found = {}
-    for revision in compat.REVISIONS:
+    for revision in revisions.packaged().ids:
         dsn = scratch.create_database(queueguard_server)
         try:
             upgrade(dsn, to=revision, progress=False)
@@ -63,7 +64,7 @@ def views(queueguard_server: str) -> dict[str, compat.SchemaView]:
 # the property ------------------------------------------------------------------------------
 def test_no_older_worker_can_write_matching_state_on_head(matrix: compat.Matrix) -> None:
     assert matrix.violations() == []
-    head = compat.HEAD
+    head = matrix.head
     for row in matrix.rows:
         at_head = matrix.cell(row.worker, row.statement, head)
         if set(row.writes) & compat.MATCHING_TABLES:
@@ -87,7 +88,7 @@ def test_every_matching_write_of_the_catalogs_is_classified_as_one(matrix: compa
 
 
 def test_the_matrix_is_as_expected(matrix: compat.Matrix) -> None:
-    assert matrix.revisions == list(compat.REVISIONS)
+    assert matrix.revisions == list(revisions.packaged().ids)
     actual = {
         (r.worker, r.statement): tuple(
             matrix.cell(r.worker, r.statement, rev).verdict for rev in matrix.revisions
@@ -117,7 +118,7 @@ def test_render_and_json(matrix: compat.Matrix) -> None:
 
 # the schema views the matrix is built from -----------------------------------------------------
 def test_schema_views_come_from_migrated_databases(views: dict[str, compat.SchemaView]) -> None:
-    assert [v.revision for v in views.values()] == list(compat.REVISIONS)
+    assert [v.revision for v in views.values()] == list(revisions.packaged().ids)
     assert "delivery_id" in views["002"].columns["tasks"]
     assert "delivery_id" not in views["003"].columns["tasks"]
     assert views["002"].protocol is None

@@ -9,13 +9,13 @@ from typing import Any
 
 import pytest
 
-from queueguard import snapshot
+from queueguard import revisions, snapshot
 from queueguard.pg.connect import connection
 from queueguard.snapshot.relocation import UNVERSIONED, directives
 from queueguard.upgrade import catalog, state
 from queueguard.upgrade.checksums import table_checksums
 from queueguard.upgrade.golden import Fixture
-from queueguard.upgrade.runner import REVISIONS, upgrade
+from queueguard.upgrade.runner import upgrade
 from queueguard.upgrade.verify import state_diff
 
 from .conftest import rows
@@ -60,7 +60,7 @@ def test_upgrade_reaches_golden_state(fixture: Fixture, queueguard_database: Db,
     if mode == "to-head":
         assert upgrade(dsn, progress=False).after == "004"
     else:
-        for revision in (r for r in REVISIONS if r > fixture.revision):
+        for revision in (r.id for r in revisions.packaged().pending(fixture.revision, "head")):
             assert upgrade(dsn, to=revision, progress=False).after == revision
     actual = _export(dsn)
     assert snapshot.normalise(actual) == snapshot.normalise(fixture.expected_head), state_diff(

@@ -10,6 +10,9 @@ down_revision = "002"
 branch_labels = None
 depends_on = None
 
+# queueguard's facts about this revision (read by queueguard.revisions, never imported there)
+protocol = 3  # creates runtime_protocol with the window [3, 3]
+
 
 def upgrade() -> None:
     steps.apply(revision)

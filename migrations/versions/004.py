@@ -10,6 +10,12 @@ down_revision = "003"
 branch_labels = None
 depends_on = None
 
+# queueguard's facts about this revision (read by queueguard.revisions, never imported there)
+protocol = 4  # sets runtime_protocol to [4, 4]
+fences_older_hosts = True  # bumps every range_id: upgrade refuses while v0.3 hosts connect
+relocation_step = "03_relocate"  # per-queue relocation progress is reported after this step
+ledger = True  # creates queueguard_migrations and records 001-004 (and each later revision)
+
 
 def upgrade() -> None:
     steps.apply(revision)

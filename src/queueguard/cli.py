@@ -11,13 +11,16 @@ import json
 import os
 import sys
 from collections.abc import Callable, Sequence
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from queueguard import __version__
-from queueguard.core.protocol import PROTOCOL
 from queueguard.errors import QueueguardError, UsageError
 from queueguard.pg.dsn import redact
 from queueguard.style import wants_color
+
+if TYPE_CHECKING:
+    from queueguard.revisions import MigrationSet
 
 Handler = Callable[[argparse.Namespace], int]
 
@@ -25,6 +28,14 @@ Handler = Callable[[argparse.Namespace], int]
 def _emit_json(doc: dict[str, Any]) -> None:
     doc = {"schemaVersion": 1, **doc}
     print(json.dumps(doc, indent=2, default=str, ensure_ascii=False))
+
+
+def _migrations(args: argparse.Namespace) -> MigrationSet:
+    """The migration set `--migrations DIR` names (default: the packaged one)."""
+    from queueguard import revisions
+
+    folder = getattr(args, "migrations", None)
+    return revisions.load(Path(folder)) if folder else revisions.packaged()
 
 
 def _target(args: argparse.Namespace, *, fallback: bool) -> str:
@@ -78,7 +89,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
 def cmd_status(args: argparse.Namespace) -> int:
     from queueguard.upgrade.status import status
 
-    doc = status(_target(args, fallback=True))
+    doc = status(_target(args, fallback=True), _migrations(args))
     if args.json:
         _emit_json(doc)
     else:
@@ -123,8 +134,9 @@ def cmd_upgrade(args: argparse.Namespace) -> int:
     from queueguard.pg.targets import parse_duration_ms
     from queueguard.upgrade import runner
 
+    migrations = _migrations(args)
     if args.sql:
-        print(runner.render_sql(args.to))
+        print(runner.render_sql(args.to, migrations=migrations))
         return 0
     dsn = _target(args, fallback=False)
     report = runner.upgrade(
@@ -135,6 +147,7 @@ def cmd_upgrade(args: argparse.Namespace) -> int:
         retries=args.retries,
         force=args.force,
         progress=not args.json,
+        migrations=migrations,
     )
     if args.json:
         _emit_json(report.as_json())
@@ -148,7 +161,8 @@ def cmd_upgrade(args: argparse.Namespace) -> int:
         for queue, rows in report.relocated.items():
             print(f"  relocated {rows} rows from {queue}")
         if report.queues_fenced:
-            print(f"  fenced {report.queues_fenced} queues; protocol is now {PROTOCOL}")
+            protocol = migrations.get(report.after or "").protocol
+            print(f"  fenced {report.queues_fenced} queues; protocol is now {protocol}")
         print(f"  lock waits: {report.lock_waits}")
     return 0
 
@@ -163,7 +177,13 @@ def cmd_verify(args: argparse.Namespace) -> int:
     def progress(line: str) -> None:
         print(f"verify: {line}", file=sys.stderr, flush=True)
 
-    report = verify.verify(admin, args.fixture or None, progress=None if args.json else progress)
+    report = verify.verify(
+        admin,
+        args.fixture or None,
+        progress=None if args.json else progress,
+        migrations=_migrations(args),
+        fixtures_root=Path(args.fixtures) if args.fixtures else None,
+    )
     if args.json:
         _emit_json(report.as_json())
     else:
@@ -195,8 +215,6 @@ def cmd_fixtures(args: argparse.Namespace) -> int:
 
 
 def cmd_snapshot(args: argparse.Namespace) -> int:
-    from pathlib import Path
-
     from queueguard import snapshot
     from queueguard.pg.connect import connection
     from queueguard.upgrade import state
@@ -231,7 +249,7 @@ def cmd_snapshot(args: argparse.Namespace) -> int:
 
     with connection(dsn) as conn:
         found = schema.inspect(conn)
-    if found.tables and not found.at_head:
+    if found.tables and found.revision != _migrations(args).head.id:
         raise QueueguardError(
             "refusing to import: the target database is neither empty nor "
             "an empty head-schema database"
@@ -276,6 +294,7 @@ def cmd_preflight(args: argparse.Namespace) -> int:
         lock_timeout_ms=parse_duration_ms(args.lock_timeout),
         statement_timeout_ms=parse_duration_ms(args.statement_timeout),
         samples=args.samples,
+        migrations=_migrations(args),
     )
     if args.json:
         _emit_json(report.as_json())
@@ -287,14 +306,37 @@ def cmd_preflight(args: argparse.Namespace) -> int:
 # lint --------------------------------------------------------------------------------
 def cmd_lint(args: argparse.Namespace) -> int:
     from queueguard.lint import lint
+    from queueguard.resources import audit_dir
 
-    report = lint(args.paths or None)
+    paths = args.paths or (
+        [Path(args.migrations), Path(str(audit_dir()))] if args.migrations else None
+    )
+    report = lint(paths)
     if args.json:
         _emit_json(report.as_json())
     elif report.findings:
         print(report.render_text())
     print(report.summary(), file=sys.stderr)
     return report.exit_code
+
+
+# manifest ----------------------------------------------------------------------------
+def cmd_manifest(args: argparse.Namespace) -> int:
+    from queueguard.upgrade import manifest
+
+    migrations = _migrations(args)
+    if args.write:
+        manifest.write(migrations.root)
+        print(f"manifest written: {len(migrations.ids)} revisions ({migrations.span})")
+        return 0
+    problems = manifest.verify(migrations.root)
+    if args.json:
+        _emit_json({"ok": not problems, "revisions": list(migrations.ids), "problems": problems})
+    elif problems:
+        print("\n".join(f"manifest: {p}" for p in problems))
+    else:
+        print(f"manifest intact: {len(migrations.ids)} revisions ({migrations.span})")
+    return 1 if problems else 0
 
 
 # parser ------------------------------------------------------------------------------
@@ -313,6 +355,7 @@ EXAMPLES = {
     '  queueguard snapshot import backup.json --dsn "$DSN"',
     "rehearse": 'queueguard rehearse --dsn "$PROD_DSN" --scratch-dsn "$SCRATCH_DSN"',
     "lint": "queueguard lint migrations/ --json",
+    "manifest": "queueguard manifest --write --migrations ./migrations",
 }
 
 
@@ -332,6 +375,14 @@ def _add_dsn(p: argparse.ArgumentParser, *, explicit: bool = False) -> None:
         p.add_argument("--embedded", action="store_true", help="target the embedded server")
 
 
+def _add_migrations(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--migrations",
+        metavar="DIR",
+        help="the migration set (an Alembic script directory; default: the packaged one)",
+    )
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="queueguard", description=__doc__)
     parser.add_argument("--version", action="version", version=f"queueguard {__version__}")
@@ -344,6 +395,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("status", help="revision, protocol, queue and row counts")
     _add_dsn(p)
+    _add_migrations(p)
     p.add_argument("--json", action="store_true")
     p.set_defaults(handler=cmd_status)
 
@@ -360,22 +412,24 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("upgrade", help="apply the migrations (explicit target)")
     _add_dsn(p, explicit=True)
-    p.add_argument("--to", default="head", help="001…004 or head")
+    p.add_argument("--to", default="head", help="a revision id or head")
     p.add_argument("--sql", action="store_true", help="render the SQL without connecting")
     p.add_argument("--lock-timeout", default="5s")
     p.add_argument("--statement-timeout", default="60m", help="per statement (0 = no limit)")
     p.add_argument("--retries", type=int, default=3, help="retries after the first attempt")
     p.add_argument("--force", action="store_true", help="upgrade even with older hosts connected")
+    _add_migrations(p)
     p.add_argument("--json", action="store_true")
     p.set_defaults(handler=cmd_upgrade)
 
     p = sub.add_parser("preflight", help="read-only, bounded-lock audit before an upgrade")
     _add_dsn(p, explicit=True)
-    p.add_argument("--target", default="head", help="001…004 or head")
+    p.add_argument("--target", default="head", help="a revision id or head")
     p.add_argument("--lock-timeout", default="5s", help="per lock wait (default 5s)")
     p.add_argument("--statement-timeout", default="60s", help="per check (default 60s)")
     p.add_argument("--samples", type=int, default=10, help="samples per finding (0…1000)")
     p.add_argument("--fail-on", choices=["blocking", "warning"], default="blocking")
+    _add_migrations(p)
     p.add_argument("--json", action="store_true")
     p.set_defaults(handler=cmd_preflight)
     p = sub.add_parser("verify", help="upgrade CI against the golden fixtures")
@@ -385,6 +439,10 @@ def build_parser() -> argparse.ArgumentParser:
         "(default: QUEUEGUARD_PG, the embedded server)",
     )
     p.add_argument("--fixture", action="append", help="only this fixture (repeatable)")
+    p.add_argument(
+        "--fixtures", metavar="DIR", help="the golden fixtures (default: the packaged ones)"
+    )
+    _add_migrations(p)
     p.add_argument("--json", action="store_true")
     p.set_defaults(handler=cmd_verify)
 
@@ -422,7 +480,14 @@ def build_parser() -> argparse.ArgumentParser:
         "(default: the packaged migrations/ and audit_queries/)",
     )
     p.add_argument("--json", action="store_true")
+    _add_migrations(p)
     p.set_defaults(handler=cmd_lint)
+
+    p = sub.add_parser("manifest", help="check (or --write) the migration set's manifest")
+    p.add_argument("--write", action="store_true", help="regenerate it (releasing a revision)")
+    _add_migrations(p)
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(handler=cmd_manifest)
     _add_examples(sub)
     return parser
 

@@ -26,7 +26,6 @@ from queueguard.core.store import (
 )
 from queueguard.errors import (
     ConnectionFailed,
-    ProtocolMismatch,
     StaleRangeError,
     UserDataConflict,
 )
@@ -34,23 +33,10 @@ from queueguard.pg.connect import CONNECT_TIMEOUT_S
 from queueguard.pg.dsn import application_name, redact, validate
 from queueguard.pg.sqlfiles import queries
 from queueguard.stores import schema
+from queueguard.stores.schema import Installer, check_protocol
 
 Q = queries("queueguard.stores", "runtime.sql")
 Conn = psycopg.Connection[TupleRow]
-
-
-def check_protocol(conn: Conn, protocol: int = PROTOCOL) -> None:
-    """The v0.3+ handshake: exactly one runtime_protocol row whose range holds `protocol`."""
-    try:
-        rows = conn.execute(Q["protocol"]).fetchall()
-    except psycopg.errors.UndefinedTable:
-        # the caller's transaction (or connection) is aborted and rolled back by its owner
-        raise ProtocolMismatch(protocol, None, None) from None
-    if len(rows) != 1:
-        raise ProtocolMismatch(protocol, None, None)
-    low, high = rows[0]
-    if not low <= protocol <= high:
-        raise ProtocolMismatch(protocol, low, high)
 
 
 def _connection_lost(exc: psycopg.OperationalError) -> bool:
@@ -138,12 +124,12 @@ class PostgresStore:
         *,
         host_id: str = "local",
         pool_size: int = 4,
-        create_schema: bool = True,
+        create_schema: bool | Installer = True,
     ) -> None:
         self.dsn = validate(dsn)
         self.application_name = application_name(PROTOCOL, host_id)
         # Startup handshake before anything is registered or loaded (DESIGN "Interfaces").
-        schema.prepare_runtime(dsn, create_if_empty=create_schema, app=self.application_name)
+        schema.prepare_runtime(dsn, installer=create_schema, app=self.application_name)
         self._pool: ConnectionPool[Conn] = ConnectionPool(
             dsn,
             min_size=1,

@@ -1,84 +1,132 @@
-"""What schema a database holds, and the runtime's startup rule.
+"""Which queueguard schema a database holds, and the runtime's start-up rule.
 
-An empty database gets the head schema; an older released schema is never upgraded
-implicitly (the runtime refuses: "run queueguard upgrade").
+`read_state` is the one place that reads "which revision is this database at" (the runner,
+preflight, status, the compatibility matrix and the fixtures all use it). The start-up rule:
+an empty database gets the head schema through an installer the caller provides (the runtime
+half cannot create schemas itself: that is the upgrade framework's job, see
+`queueguard.upgrade.install`); an older released schema is never upgraded implicitly (the
+runtime refuses: "run queueguard upgrade"); then the protocol handshake.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import psycopg
 from psycopg.rows import TupleRow
 
+from queueguard import revisions
 from queueguard.core.protocol import PROTOCOL
-from queueguard.errors import SchemaTooOld, UnknownSchema
+from queueguard.errors import ProtocolMismatch, SchemaTooOld, UnknownSchema
 from queueguard.pg.connect import connection
+from queueguard.pg.sqlfiles import queries
+from queueguard.revisions import OUR_TABLES, VERSION_TABLE
 
-HEAD = "004"
-VERSION_TABLE = "queueguard_version"
-#: Tables each released revision has; used to recognise an unversioned or foreign database.
-OUR_TABLES = {
-    "executions",
-    "scheduled_tasks",
-    "tasks",
-    "task_queue_user_data",
-    "task_queues",
-    "runtime_protocol",
-    "queueguard_migrations",
-    VERSION_TABLE,
-}
+Q = queries("queueguard.stores", "schema.sql")
+#: Creates the head schema in an empty database (given its DSN).
+Installer = Callable[[str], object]
 
 
 @dataclass(frozen=True)
 class SchemaState:
-    revision: str | None  # None: no version table
     tables: frozenset[str]
+    #: the version table's rows (at most a few); None when there is no version table
+    versions: tuple[str, ...] | None
+
+    @property
+    def revision(self) -> str | None:
+        """The recorded revision; None without a version table or without exactly one row."""
+        return self.versions[0] if self.versions is not None and len(self.versions) == 1 else None
 
     @property
     def empty(self) -> bool:
-        return self.revision is None and not (self.tables & OUR_TABLES)
+        return self.versions is None and not (self.tables & OUR_TABLES)
 
     @property
-    def at_head(self) -> bool:
-        return self.revision == HEAD
+    def unversioned(self) -> bool:
+        """queueguard tables without a version table: the revision cannot be known."""
+        return self.versions is None and bool(self.tables & OUR_TABLES)
+
+
+def read_tables(cursor: Any) -> frozenset[str]:
+    """Table names of the current schema (catalog only). `cursor` is a DB-API cursor."""
+    cursor.execute(Q["tables"])
+    return frozenset(str(r[0]) for r in cursor.fetchall())
+
+
+def read_versions(cursor: Any) -> tuple[str, ...]:
+    """The version table's rows (at most a few; ACCESS SHARE on it)."""
+    cursor.execute(Q["versions"])
+    return tuple(str(r[0]) for r in cursor.fetchall())
+
+
+def read_state(cursor: Any) -> SchemaState:
+    """Which schema the database holds: no writes and no transaction control (the caller
+    owns the transaction)."""
+    tables = read_tables(cursor)
+    return SchemaState(tables, read_versions(cursor) if VERSION_TABLE in tables else None)
 
 
 def inspect(conn: psycopg.Connection[TupleRow]) -> SchemaState:
-    """Read the revision and table names without writing anything."""
-    tables = frozenset(
-        r[0]
-        for r in conn.execute("SELECT tablename FROM pg_tables WHERE schemaname = current_schema()")
-    )
-    revision = None
-    if VERSION_TABLE in tables:
-        row = conn.execute(f"SELECT version_num FROM {VERSION_TABLE}").fetchone()
-        revision = row[0] if row else None
+    """`read_state` in a transaction of its own, rolled back (nothing is written)."""
+    with conn.cursor() as cursor:
+        state = read_state(cursor)
     conn.rollback()
-    return SchemaState(revision, tables)
+    return state
 
 
-def prepare_runtime(dsn: str, *, create_if_empty: bool = True, app: str = "queueguard") -> str:
-    """The startup rule; returns the revision the runtime will run on."""
-    from queueguard.stores.postgres import check_protocol  # local: postgres imports this module
+def check_protocol(conn: psycopg.Connection[TupleRow], protocol: int = PROTOCOL) -> None:
+    """The v0.3+ handshake: exactly one runtime_protocol row whose range holds `protocol`."""
+    try:
+        rows = conn.execute(Q["protocol"]).fetchall()
+    except psycopg.errors.UndefinedTable:
+        # the caller's transaction (or connection) is aborted and rolled back by its owner
+        raise ProtocolMismatch(protocol, None, None) from None
+    if len(rows) != 1:
+        raise ProtocolMismatch(protocol, None, None)
+    low, high = rows[0]
+    if not low <= protocol <= high:
+        raise ProtocolMismatch(protocol, low, high)
 
+
+_default_installer: Installer | None = None
+
+
+def register_installer(installer: Installer) -> None:
+    """Set the installer `prepare_runtime` uses by default (the top-level package wires the
+    upgrade framework's; the runtime half never imports it)."""
+    global _default_installer
+    _default_installer = installer
+
+
+def prepare_runtime(
+    dsn: str, *, installer: Installer | bool = True, app: str = "queueguard"
+) -> str:
+    """The start-up rule; returns the revision the runtime will run on.
+
+    `installer`: True for the registered default, False to refuse an empty database, or a
+    callable that creates the head schema.
+    """
+    head = revisions.packaged().head.id
     with connection(dsn, application_name=app) as conn:
         state = inspect(conn)
     if state.empty:
-        if not create_if_empty:
+        install = _default_installer if installer is True else installer or None
+        if install is None:
             raise SchemaTooOld(None)
-        from queueguard.upgrade.runner import upgrade  # local: migrate pulls in Alembic
-
-        upgrade(dsn, to=HEAD, progress=False)
-    elif state.revision is None:
+        install(dsn)
+    elif state.unversioned:
         raise UnknownSchema(
             "database has queueguard-like tables but no version table "
             f"({VERSION_TABLE}); refusing to touch it"
         )
-    elif state.revision < HEAD:
+    elif state.revision is None or not revisions.packaged().knows(state.revision):
+        found = state.revision or ", ".join(state.versions or ()) or "none"
+        raise UnknownSchema(f"database is at revision {found}, which this code does not know")
+    elif state.revision != head:
         raise SchemaTooOld(state.revision)
-    elif state.revision > HEAD:
-        raise UnknownSchema(f"database is at revision {state.revision}, newer than this code")
     with connection(dsn, application_name=app) as conn:
         check_protocol(conn, PROTOCOL)
-    return HEAD
+    return head

@@ -12,6 +12,7 @@ from sqlalchemy.pool import NullPool
 from queueguard.pg.connect import CONNECT_TIMEOUT_S
 from queueguard.pg.dsn import validate
 from queueguard.resources import migrations_dir
+from queueguard.revisions import MigrationSet
 
 UPGRADE_APPLICATION_NAME = "queueguard-upgrade"
 
@@ -28,9 +29,11 @@ def engine_for(dsn: str, application_name: str = UPGRADE_APPLICATION_NAME) -> sa
     return sa.create_engine("postgresql+psycopg://", creator=creator, poolclass=NullPool)
 
 
-def config(**attributes: Any) -> Config:
-    """An Alembic Config on the packaged script directory (no alembic.ini needed)."""
+def config(migrations: MigrationSet | None = None, **attributes: Any) -> Config:
+    """An Alembic Config on a migration set's script directory (default: the packaged one;
+    no alembic.ini needed)."""
     cfg = Config()
-    cfg.set_main_option("script_location", str(migrations_dir()))
+    root = migrations.root if migrations is not None else migrations_dir()
+    cfg.set_main_option("script_location", str(root))
     cfg.attributes.update(attributes)
     return cfg

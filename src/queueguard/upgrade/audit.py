@@ -108,6 +108,31 @@ def for_revision(revision: str, *, include_advisory: bool = False) -> list[Audit
     return sorted(chosen, key=lambda q: q.order)
 
 
+def set_local(
+    cursor: psycopg.Cursor[Any], *, target: str, protocol: int | None, samples: int = 10
+) -> None:
+    """The settings the audit files read, for the current transaction only (SET LOCAL):
+    the revision being upgraded to, the protocol it requires, the sample bound."""
+    for name, value in (
+        ("queueguard.target", target),
+        ("queueguard.protocol", str(protocol or 0)),
+        ("queueguard.samples", str(samples)),
+    ):
+        cursor.execute("SELECT set_config(%s, %s, true)", (name, value))
+
+
+#: The advisory check that names hosts of an older protocol (the runner refuses on it too).
+OLDER_HOSTS = "001_runtime_older_hosts.sql"
+
+
+def older_hosts(cursor: psycopg.Cursor[Any], *, target: str, protocol: int) -> list[str]:
+    """application_names of connected hosts speaking a protocol below `protocol` (the same
+    check preflight reports as runtime.older_hosts), in the caller's transaction."""
+    query = next(q for q in audit_queries() if q.name == OLDER_HOSTS)
+    set_local(cursor, target=target, protocol=protocol, samples=1000)
+    return [s["applicationName"] for f in run(cursor, query) for s in f.samples]
+
+
 def run(cursor: psycopg.Cursor[Any], query: AuditQuery) -> list[Finding]:
     """Run one audit file; each row becomes a Finding.
 

@@ -21,7 +21,7 @@ its own revision every statement of a worker resolves.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,15 +30,16 @@ from typing import Any, Literal
 import sqlglot
 from sqlglot import exp
 
-from queueguard.core.protocol import PROTOCOL
+from queueguard import revisions
 from queueguard.pg.connect import connection
-from queueguard.resources import migrations_dir
-from queueguard.stores.schema import HEAD, VERSION_TABLE
+from queueguard.pg.scratch import ScratchDatabases
+from queueguard.revisions import MigrationSet
+from queueguard.stores import schema
 from queueguard.upgrade import catalog as catalog_mod
 from queueguard.upgrade.legacy_worker import StatementCatalog, all_catalogs
+from queueguard.upgrade.runner import upgrade
 
 Verdict = Literal["unresolvable", "fenced", "runs"]
-REVISIONS = ("001", "002", "003", "004")
 MATCHING_TABLES = frozenset({"task_queues", "tasks"})
 HISTORY_TABLES = frozenset({"executions", "scheduled_tasks"})
 USER_DATA_TABLES = frozenset({"task_queue_user_data"})
@@ -88,17 +89,14 @@ def schema_view(dsn: str) -> SchemaView:
     """Introspect the database at `dsn` (read-only): revision, columns, protocol row."""
     with connection(dsn, application_name="queueguard-compat") as conn:
         cat = catalog_mod.introspect(conn)
-        revision = ""
-        if VERSION_TABLE in cat.tables:
-            row = conn.execute(f"SELECT version_num FROM {VERSION_TABLE}").fetchone()
-            revision = str(row[0]) if row else ""
+        state = schema.inspect(conn)
         protocol = None
         if PROTOCOL_TABLE in cat.tables:
             rows = conn.execute(f"SELECT min_protocol, max_protocol FROM {PROTOCOL_TABLE}")
             found = rows.fetchall()
             protocol = (int(found[0][0]), int(found[0][1])) if len(found) == 1 else None
         conn.rollback()
-    return SchemaView.from_catalog(revision, cat, protocol)
+    return SchemaView.from_catalog(state.revision or "", cat, protocol)
 
 
 # range bumps, read from the migrations themselves ------------------------------------------
@@ -126,7 +124,7 @@ def _bumps_every_range(node: object) -> bool:
 
 def range_bumps(sql_root: Path | None = None) -> dict[str, str]:
     """{revision: file} of the migrations that increment every queue's range_id."""
-    root = sql_root or migrations_dir() / "sql"
+    root = sql_root or revisions.packaged().root / "sql"
     found: dict[str, str] = {}
     for folder in sorted(p for p in root.iterdir() if p.is_dir()):
         for path in sorted(folder.glob("*.sql")):
@@ -441,8 +439,8 @@ class Matrix:
     revisions: list[str]
     rows: list[Row]
     cells: dict[tuple[str, str, str], Cell]
-    head: str = HEAD
-    head_protocol: int = PROTOCOL
+    head: str
+    head_protocol: int
 
     def cell(self, worker: str, statement: str, revision: str) -> Cell:
         return self.cells[(worker, statement, revision)]
@@ -541,10 +539,12 @@ def build_matrix(
     views: Iterable[SchemaView],
     catalogs: Iterable[StatementCatalog] | None = None,
     bumps: Mapping[str, str] | None = None,
+    migrations: MigrationSet | None = None,
 ) -> Matrix:
+    migrations = migrations or revisions.packaged()
     views = sorted(views, key=lambda v: v.revision)
     catalogs = list(catalogs) if catalogs is not None else all_catalogs()
-    bumps = range_bumps() if bumps is None else bumps
+    bumps = range_bumps(migrations.root / "sql") if bumps is None else bumps
     rows, cells = [], {}
     for cat in catalogs:
         for name, statement in cat.statements.items():
@@ -564,26 +564,22 @@ def build_matrix(
             )
             for view in views:
                 cells[(cat.worker, name, view.revision)] = classify(cat, name, view, bumps)
-    return Matrix([v.revision for v in views], rows, cells)
+    head = migrations.head
+    return Matrix([v.revision for v in views], rows, cells, head.id, head.protocol or 0)
 
 
 def matrix_on_server(
     admin_dsn: str,
-    create: Callable[[], str] | None = None,
-    drop: Callable[[str], None] | None = None,
+    databases: ScratchDatabases | None = None,
+    migrations: MigrationSet | None = None,
 ) -> Matrix:
     """Migrate one scratch database per revision on the server, introspect, build, drop."""
-    from queueguard.pg import scratch
-    from queueguard.upgrade.runner import upgrade
-
-    make = create or (lambda: scratch.create_database(admin_dsn))
-    remove = drop or (lambda dsn: scratch.drop_database(admin_dsn, scratch.dbname_of(dsn)))
+    migrations = migrations or revisions.packaged()
     views = []
-    for revision in REVISIONS:
-        dsn = make()
-        try:
-            upgrade(dsn, to=revision, progress=False)
+    with ScratchDatabases(admin_dsn) as own:
+        for revision in migrations.ids:
+            dsn = (databases or own).create()
+            upgrade(dsn, to=revision, progress=False, migrations=migrations)
             views.append(schema_view(dsn))
-        finally:
-            remove(dsn)
-    return build_matrix(views)
+            (databases or own).drop(dsn)
+    return build_matrix(views, migrations=migrations)

@@ -24,6 +24,7 @@ from queueguard import snapshot
 from queueguard.core.keys import legacy_queue
 from queueguard.pg import scratch, servers
 from queueguard.pg.connect import connection
+from queueguard.resources import fixtures_dir
 from queueguard.snapshot import relocation
 from queueguard.upgrade import catalog, state
 from queueguard.upgrade.dumps import normalise_dump
@@ -387,7 +388,7 @@ def generate(out_dir: Path) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--write", action="store_true", help="overwrite the frozen fixtures")
-    parser.add_argument("--fixtures", type=Path, default=Path(__file__).parents[2] / "fixtures")
+    parser.add_argument("--fixtures", type=Path, default=fixtures_dir())
     args = parser.parse_args(argv)
     if args.write:
         generate(args.fixtures)

@@ -46,11 +46,11 @@ def all_fixtures(root: Path | None = None) -> list[Fixture]:
     ]
 
 
-def get(name: str) -> Fixture:
-    for fixture in all_fixtures():
+def get(name: str, root: Path | None = None) -> Fixture:
+    for fixture in all_fixtures(root):
         if fixture.name == name:
             return fixture
-    names = ", ".join(f.name for f in all_fixtures())
+    names = ", ".join(f.name for f in all_fixtures(root))
     raise UsageError(f"unknown fixture {name!r} (have: {names})")
 
 

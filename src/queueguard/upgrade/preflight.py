@@ -29,16 +29,16 @@ import psycopg
 from psycopg import sql
 from psycopg.rows import TupleRow
 
-from queueguard.core.protocol import PROTOCOL
+from queueguard import revisions
 from queueguard.errors import ConnectionFailed, UsageError
 from queueguard.pg.connect import connect
 from queueguard.pg.dsn import redact
 from queueguard.pg.sqlfiles import queries
+from queueguard.revisions import VERSION_TABLE, MigrationSet
 from queueguard.stores import schema
 from queueguard.style import SEVERITY, paint
 from queueguard.upgrade import audit
 from queueguard.upgrade.audit import Finding
-from queueguard.upgrade.runner import REVISIONS, resolve_target
 
 APPLICATION_NAME = "queueguard-preflight"
 FAIL_ON = ("blocking", "warning")
@@ -119,18 +119,20 @@ def preflight(
     lock_timeout_ms: int = 5000,
     statement_timeout_ms: int = 60000,
     samples: int = 10,
+    migrations: MigrationSet | None = None,
 ) -> PreflightReport:
     """Audit the database at `dsn` for an upgrade to `target`; see the module docstring.
 
     Raises UsageError for bad arguments and ConnectionFailed when the server cannot be
     reached (or goes away); everything the database itself answers becomes a finding.
     """
-    goal = resolve_target(target)
+    migrations = migrations or revisions.packaged()
+    goal = migrations.resolve(target)
     limits = Limits(lock_timeout_ms, statement_timeout_ms, samples).validate()
     started = time.monotonic()
     conn = connect(dsn, application_name=APPLICATION_NAME, autocommit=True)
     try:
-        revision, findings = _audit(conn, goal, limits)
+        revision, findings = _audit(conn, migrations, goal, limits)
     except psycopg.OperationalError as exc:  # only a lost connection gets this far
         raise ConnectionFailed(
             f"lost the connection to {redact(dsn)} during preflight: {redact(str(exc)).strip()}"
@@ -155,19 +157,25 @@ def _finding_order(f: Finding) -> tuple[int, int, str, str]:
 
 # the transaction -----------------------------------------------------------------------------
 def _audit(
-    conn: psycopg.Connection[TupleRow], target: str, limits: Limits
+    conn: psycopg.Connection[TupleRow], migrations: MigrationSet, target: str, limits: Limits
 ) -> tuple[str | None, list[Finding]]:
     with conn.cursor() as cur:
         cur.execute(BEGIN)
         try:
-            _set_local(cur, target, limits)
-            return _run(cur, target, limits)
+            _set_local(cur, limits)
+            audit.set_local(
+                cur,
+                target=target,
+                protocol=migrations.get(target).protocol,
+                samples=limits.samples,
+            )
+            return _run(cur, migrations, target, limits)
         finally:
             if not conn.broken:
                 cur.execute("ROLLBACK")  # nothing to keep: never COMMIT
 
 
-def _set_local(cur: Cursor, target: str, limits: Limits) -> None:
+def _set_local(cur: Cursor, limits: Limits) -> None:
     """Transaction-scoped settings only (SET LOCAL): nothing outlives the transaction."""
     idle_ms = limits.lock_timeout_ms + limits.statement_timeout_ms
     settings = (
@@ -178,30 +186,25 @@ def _set_local(cur: Cursor, target: str, limits: Limits) -> None:
         ("idle_in_transaction_session_timeout", f"{idle_ms}ms"),
         # One backend, no parallel workers: the audit uses at most one CPU of the server.
         ("max_parallel_workers_per_gather", "0"),
-        ("queueguard.samples", str(limits.samples)),
-        ("queueguard.target", target),
-        ("queueguard.protocol", str(PROTOCOL)),
     )
     for name, value in settings:
         cur.execute(sql.SQL("SET LOCAL {} = {}").format(sql.SQL(name), sql.Literal(value)))
 
 
-def _run(cur: Cursor, target: str, limits: Limits) -> tuple[str | None, list[Finding]]:
-    names, failure = _guarded(
-        cur, "pg_catalog", limits, lambda: [r[0] for r in cur.execute(Q["tables"])]
-    )
-    if failure is not None or names is None:
+def _run(
+    cur: Cursor, migrations: MigrationSet, target: str, limits: Limits
+) -> tuple[str | None, list[Finding]]:
+    # The catalog first (no table lock), then the version table under the same bounds.
+    tables, failure = _guarded(cur, "pg_catalog", limits, lambda: schema.read_tables(cur))
+    if failure is not None or tables is None:
         return None, [failure] if failure is not None else []
-    tables = frozenset(names)
-    versions: list[str] | None = None
-    if schema.VERSION_TABLE in tables:
-        read, failure = _guarded(
-            cur, schema.VERSION_TABLE, limits, lambda: [r[0] for r in cur.execute(Q["versions"])]
-        )
+    versions: tuple[str, ...] | None = None
+    if VERSION_TABLE in tables:
+        versions, failure = _guarded(cur, VERSION_TABLE, limits, lambda: schema.read_versions(cur))
         if failure is not None:
             return None, [failure]
-        versions = read
-    revision, findings, pending = classify(tables, versions, target)
+    state = schema.SchemaState(tables, versions)
+    revision, findings, pending = classify(state, target, migrations)
     if revision is None or not pending:
         return revision, findings
     contract_holds = True
@@ -230,29 +233,28 @@ def _run(cur: Cursor, target: str, limits: Limits) -> tuple[str | None, list[Fin
 
 
 def classify(
-    tables: frozenset[str], versions: list[str] | None, target: str
+    state: schema.SchemaState, target: str, migrations: MigrationSet
 ) -> tuple[str | None, list[Finding], list[str]]:
-    """(revision, schema findings, pending revisions) from the tables and recorded versions.
+    """(revision, schema findings, pending revisions) of a database's schema state.
 
-    `versions` is None when there is no version table. Pending is empty when there is
-    nothing to check: an empty database, an unknown or unversioned one (blocking), or a
-    database already at (or past) the target.
+    Pending is empty when there is nothing to check: an empty database, an unknown or
+    unversioned one (blocking), or a database already at (or past) the target.
     """
-    table = schema.VERSION_TABLE
-    if versions is None:
-        ours = sorted(tables & schema.OUR_TABLES)
-        if ours:
+    table = VERSION_TABLE
+    if state.versions is None:
+        if state.unversioned:
+            ours = sorted(state.tables & revisions.OUR_TABLES)
             return None, [_schema("schema.unversioned", "blocking", table, ours)], []
         return None, [_schema("schema.empty", "info", None, [])], []
-    if len(versions) != 1 or versions[0] not in REVISIONS:
-        found = versions[:MAX_SAMPLES]
+    revision = state.revision
+    if revision is None or not migrations.knows(revision):
+        found = list(state.versions[:MAX_SAMPLES])
         return None, [_schema("schema.revision_unknown", "blocking", table, found)], []
-    revision = versions[0]
-    if revision == schema.HEAD:
+    if revision == migrations.head.id:
         return revision, [_schema("schema.at_head", "info", table, [revision])], []
-    if revision >= target:
+    if migrations.at_or_after(revision, target):
         return revision, [_schema("schema.at_target", "info", table, [revision, target])], []
-    pending = [r for r in REVISIONS if revision < r <= target]
+    pending = [r.id for r in migrations.pending(revision, target)]
     return revision, [_schema("schema.pending", "info", table, pending)], pending
 
 

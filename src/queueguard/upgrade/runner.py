@@ -22,7 +22,7 @@ import sqlalchemy as sa
 from alembic import command
 from alembic.script import ScriptDirectory
 
-from queueguard.core.protocol import PROTOCOL
+from queueguard import revisions
 from queueguard.errors import (
     ConnectionFailed,
     LockTimeout,
@@ -33,12 +33,12 @@ from queueguard.errors import (
 )
 from queueguard.pg.dsn import redact
 from queueguard.pg.sqlfiles import queries
-from queueguard.stores.schema import HEAD, OUR_TABLES, VERSION_TABLE
-from queueguard.upgrade import manifest
+from queueguard.revisions import VERSION_TABLE, MigrationSet
+from queueguard.stores import schema
+from queueguard.upgrade import audit, manifest
 from queueguard.upgrade.alembic_config import config, engine_for
 
 Q = queries("queueguard.upgrade", "upgrade.sql")
-REVISIONS = ("001", "002", "003", "004")
 RUNNER_WAIT_S = 30.0
 #: If the runner dies mid-revision (SIGKILL, a lost SSH session), the server notices within a
 #: second and rolls back, instead of holding its ACCESS EXCLUSIVE locks until the running
@@ -64,17 +64,13 @@ class UpgradeReport:
         return {"schemaVersion": 1, **self.__dict__}
 
 
-def resolve_target(to: str) -> str:
-    target = HEAD if to == "head" else to
-    if target not in REVISIONS:
-        raise UsageError(f"--to takes 001…004 or head, got {to!r}")
-    return target
-
-
-def render_sql(to: str = "head", start: str | None = None) -> str:
+def render_sql(
+    to: str = "head", start: str | None = None, migrations: MigrationSet | None = None
+) -> str:
     """The SQL an upgrade would run, without connecting (for DBA review)."""
-    target = resolve_target(to)
-    cfg = config(progress=False)
+    migrations = migrations or revisions.packaged()
+    target = migrations.resolve(to)
+    cfg = config(migrations, progress=False)
     buffer = io.StringIO()
     cfg.output_buffer = buffer
     spec = f"{start}:{target}" if start else target
@@ -82,15 +78,12 @@ def render_sql(to: str = "head", start: str | None = None) -> str:
     return buffer.getvalue()
 
 
-def _current(conn: sa.Connection) -> str | None:
-    exists = conn.exec_driver_sql(f"SELECT to_regclass('{VERSION_TABLE}') IS NOT NULL").scalar()
-    revision = (
-        conn.exec_driver_sql(f"SELECT version_num FROM {VERSION_TABLE}").scalar()
-        if exists
-        else None
-    )
+def _state(conn: sa.Connection) -> schema.SchemaState:
+    """Which revision the database is at (the one reader, on the runner's connection)."""
+    with conn.connection.dbapi_connection.cursor() as cursor:  # type: ignore[union-attr]
+        state = schema.read_state(cursor)
     conn.commit()
-    return revision
+    return state
 
 
 def _acquire_runner_lock(conn: sa.Connection, wait_s: float) -> None:
@@ -122,14 +115,16 @@ def upgrade(
     force: bool = False,
     progress: bool = True,
     runner_wait_s: float = RUNNER_WAIT_S,
+    migrations: MigrationSet | None = None,
 ) -> UpgradeReport:
     """Upgrade the database at `dsn` to `to`; see the module docstring."""
-    target = resolve_target(to)
+    migrations = migrations or revisions.packaged()
+    target = migrations.resolve(to)
     if retries < 0:
         raise UsageError(f"--retries takes a number of retries >= 0, got {retries}")
     if lock_timeout_ms < 1:  # PostgreSQL reads 0 as "no timeout": writers could queue forever
         raise UsageError(f"--lock-timeout must be at least 1ms, got {lock_timeout_ms} ms")
-    manifest.require_intact()
+    manifest.require_intact(migrations.root)
     started = time.monotonic()
     engine = engine_for(dsn)
     try:
@@ -140,48 +135,34 @@ def upgrade(
         conn.exec_driver_sql(DEAD_CLIENT_CHECK)
         conn.commit()
         _acquire_runner_lock(conn, runner_wait_s)
-        before = _current(conn)
-        if before is not None and before not in REVISIONS:
-            raise UnknownSchema(
-                f"{VERSION_TABLE} holds revision {before!r}, which this release does not know "
-                "(001-004): refusing to upgrade (preflight reports schema.revision_unknown)"
-            )
-        if before is None:
-            found = conn.exec_driver_sql(Q["our_tables"], {"tables": sorted(OUR_TABLES)}).scalar()
-            conn.commit()
-            if found:
-                raise UnknownSchema(
-                    f"the database has queueguard tables ({found}) but no {VERSION_TABLE} "
-                    "table, so its revision is unknown: refusing to upgrade (restore the "
-                    "version table or load the database into an empty one)"
-                )
+        state = _state(conn)
+        before = state.revision
+        _refuse_unknown(state, migrations)
         report = UpgradeReport(target=target, before=before, after=before)
-        if before is not None and before >= target:
+        if before is not None and migrations.at_or_after(before, target):
             report.elapsed_ms = int((time.monotonic() - started) * 1000)
             return report
-        pending = [r for r in REVISIONS if (before is None or r > before) and r <= target]
-        if "004" in pending and not force:
-            hosts = [
-                row[0] for row in conn.exec_driver_sql(Q["older_hosts"], {"protocol": PROTOCOL})
-            ]
-            conn.commit()
-            if hosts:
-                raise OlderHostsConnected(hosts)
+        pending = migrations.pending(before, target)
+        fencing = [r for r in pending if r.fences_older_hosts]
+        if fencing and not force:
+            _refuse_older_hosts(conn, target, max(r.protocol or 0 for r in fencing))
         for revision in pending:
-            if revision == "004":
+            if revision.relocation_step:
                 report.relocated = dict(conn.exec_driver_sql(Q["auto_backlog"]).fetchall())
                 conn.commit()
             report.lock_waits += _apply_with_retries(
-                conn, revision, lock_timeout_ms, statement_timeout_ms, retries, progress
+                conn,
+                migrations,
+                revision.id,
+                lock_timeout_ms,
+                statement_timeout_ms,
+                retries,
+                progress,
             )
-            report.applied.append(revision)
-        report.after = _current(conn)
-        if report.after is not None and report.after >= "003":
-            report.queues_fenced = (
-                int(conn.exec_driver_sql(Q["queue_count"]).scalar() or 0)
-                if "004" in report.applied
-                else 0
-            )
+            report.applied.append(revision.id)
+        report.after = _state(conn).revision
+        if fencing:
+            report.queues_fenced = int(conn.exec_driver_sql(Q["queue_count"]).scalar() or 0)
             conn.commit()
         report.elapsed_ms = int((time.monotonic() - started) * 1000)
         return report
@@ -193,8 +174,36 @@ def upgrade(
         engine.dispose()
 
 
+def _refuse_unknown(state: schema.SchemaState, migrations: MigrationSet) -> None:
+    """An unversioned database or a revision this migration set does not know: refuse."""
+    if state.versions is not None and not migrations.knows(state.revision):
+        found = state.revision or ", ".join(state.versions) or "no row"
+        raise UnknownSchema(
+            f"{VERSION_TABLE} holds revision {found!r}, which this release does not know "
+            f"({migrations.span}): refusing to upgrade (preflight reports "
+            "schema.revision_unknown)"
+        )
+    if state.unversioned:
+        found = ", ".join(sorted(state.tables & revisions.OUR_TABLES))
+        raise UnknownSchema(
+            f"the database has queueguard tables ({found}) but no {VERSION_TABLE} "
+            "table, so its revision is unknown: refusing to upgrade (restore the "
+            "version table or load the database into an empty one)"
+        )
+
+
+def _refuse_older_hosts(conn: sa.Connection, target: str, protocol: int) -> None:
+    """Refuse while hosts below `protocol` are connected (preflight's runtime.older_hosts)."""
+    with conn.connection.dbapi_connection.cursor() as cursor:  # type: ignore[union-attr]
+        hosts = audit.older_hosts(cursor, target=target, protocol=protocol)
+    conn.rollback()
+    if hosts:
+        raise OlderHostsConnected(hosts)
+
+
 def _apply_with_retries(
     conn: sa.Connection,
+    migrations: MigrationSet,
     revision: str,
     lock_timeout_ms: int,
     statement_timeout_ms: int,
@@ -206,6 +215,7 @@ def _apply_with_retries(
     timeout = lock_timeout_ms
     for attempt in range(retries + 1):
         cfg = config(
+            migrations,
             connection=conn,
             lock_timeout_ms=timeout,
             statement_timeout_ms=statement_timeout_ms,
@@ -242,5 +252,5 @@ def _apply_with_retries(
     raise AssertionError("unreachable")
 
 
-def script_heads() -> list[str]:
-    return list(ScriptDirectory.from_config(config()).get_heads())
+def script_heads(migrations: MigrationSet | None = None) -> list[str]:
+    return list(ScriptDirectory.from_config(config(migrations)).get_heads())

@@ -4,23 +4,27 @@ from __future__ import annotations
 
 from typing import Any
 
+from queueguard import revisions
 from queueguard.pg.connect import connection
 from queueguard.pg.sqlfiles import queries
+from queueguard.revisions import MigrationSet
 from queueguard.stores import schema
 from queueguard.upgrade import manifest
 
 Q = queries("queueguard.upgrade", "inspect.sql")
 
 
-def status(dsn: str) -> dict[str, Any]:
-    """Revision, protocol, queue and row counts, and drift of applied revision hashes."""
+def status(dsn: str, migrations: MigrationSet | None = None) -> dict[str, Any]:
+    """Revision, protocol, queue and row counts, and drift of applied revision hashes
+    against the migration set (default: the packaged one)."""
+    migrations = migrations or revisions.packaged()
     with connection(dsn, application_name="queueguard-status") as conn:
         conn.read_only = True
         state = schema.inspect(conn)
         result: dict[str, Any] = {
             "schemaVersion": 1,
             "revision": state.revision,
-            "head": schema.HEAD,
+            "head": migrations.head.id,
             "empty": state.empty,
             "protocol": None,
             "queues": None,
@@ -40,7 +44,7 @@ def status(dsn: str) -> dict[str, Any]:
             row = conn.execute(Q["task_count"]).fetchone()
             result["tasks"] = row[0] if row else 0
         if "queueguard_migrations" in state.tables:
-            on_disk = {r.revision: r.sha256 for r in manifest.compute()}
+            on_disk = {r.revision: r.sha256 for r in manifest.compute(migrations.root)}
             for revision, sha in conn.execute(Q["ledger"]):
                 if on_disk.get(revision) != sha:
                     result["drift"].append(revision)

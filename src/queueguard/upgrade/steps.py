@@ -10,18 +10,16 @@ from __future__ import annotations
 
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 import sqlalchemy as sa
 from alembic import context, op
 
+from queueguard import revisions
 from queueguard.errors import IrreversibleMigration, MigrationRefused
 from queueguard.upgrade import audit, manifest
 
-#: The revision before each one: its audit queries are the guard of the next revision.
-PREVIOUS = {"003": "002", "004": "003"}
-#: From 004 on, each applied revision is recorded with its hash in queueguard_migrations.
-LEDGER_FROM = "004"
 DEFAULT_LOCK_TIMEOUT_MS = 5000
 # Bounded but generous: 004 rewrites ~65k rows/s here, so an hour covers >200M rows.
 DEFAULT_STATEMENT_TIMEOUT_MS = 3_600_000
@@ -37,14 +35,21 @@ def _progress(message: str) -> None:
         print(f"  {message}", file=sys.stderr, flush=True)
 
 
+def _migration_set() -> revisions.MigrationSet:
+    """The migration set Alembic is running (its script directory: --migrations DIR)."""
+    return revisions.load(Path(context.config.get_main_option("script_location") or ""))
+
+
 def apply(revision: str) -> None:
     """Run the revision's steps; online, guard after the locks and report each step."""
+    migrations = _migration_set()
+    facts = migrations.get(revision)
     lock_ms = _setting("lock_timeout_ms", DEFAULT_LOCK_TIMEOUT_MS)
     stmt_ms = _setting("statement_timeout_ms", DEFAULT_STATEMENT_TIMEOUT_MS)
     op.execute(f"SET LOCAL lock_timeout = {lock_ms}")
     op.execute(f"SET LOCAL statement_timeout = {stmt_ms}")
     offline = context.is_offline_mode()
-    for path in manifest.step_files(revision):
+    for path in manifest.step_files(revision, migrations.root):
         sql = path.read_text(encoding="utf-8")
         if offline:
             op.execute(sa.text(sql))
@@ -57,16 +62,12 @@ def apply(revision: str) -> None:
                 while cursor.nextset():  # one result per statement of the step file
                     rows += max(cursor.rowcount, 0)
             _progress(f"{revision} {path.stem}: {rows} rows, {time.monotonic() - started:.2f}s")
-            if path.stem == RELOCATION_STEP.get(revision):
+            if path.stem == facts.relocation_step:
                 _report_relocation(revision)
         if path.name.startswith("00_"):
-            _guard(revision, offline)
-    if revision >= LEDGER_FROM:
-        _record_ledger(revision, offline)
-
-
-#: The step after which each queue's relocation is reported (rows done / total).
-RELOCATION_STEP = {"004": "03_relocate"}
+            _guard(facts, offline)
+    if facts.ledger:
+        _record_ledger(migrations, revision, offline)
 
 
 def _report_relocation(revision: str) -> None:
@@ -84,8 +85,9 @@ def _raw() -> Any:
     return op.get_bind().connection.dbapi_connection
 
 
-def _guard(revision: str, offline: bool) -> None:
-    previous = PREVIOUS.get(revision)
+def _guard(facts: revisions.Revision, offline: bool) -> None:
+    """The audit checks of the revision before this one, re-run under this one's locks."""
+    revision, previous = facts.id, facts.down_revision
     if previous is None:
         return
     queries = audit.for_revision(previous)
@@ -96,6 +98,7 @@ def _guard(revision: str, offline: bool) -> None:
     blocking = []
     started = time.monotonic()
     with _raw().cursor() as cursor:
+        audit.set_local(cursor, target=revision, protocol=facts.protocol)
         for query in queries:
             blocking += [f for f in audit.run(cursor, query) if f.blocking]
             if blocking and query.kind == "schema":
@@ -108,15 +111,13 @@ def _guard(revision: str, offline: bool) -> None:
     )
 
 
-def _record_ledger(revision: str, offline: bool) -> None:
+def _record_ledger(migrations: revisions.MigrationSet, revision: str, offline: bool) -> None:
     statement = sa.text(
         "INSERT INTO queueguard_migrations (revision, sha256) VALUES (:revision, :sha256) "
         "ON CONFLICT (revision) DO NOTHING"
     )
-    for rev in manifest.revisions():
-        if rev > revision:
-            break
-        params = {"revision": rev, "sha256": manifest.revision_sha256(rev)}
+    for rev in migrations.ids[: migrations.ids.index(revision) + 1]:
+        params = {"revision": rev, "sha256": manifest.revision_sha256(rev, migrations.root)}
         if offline:
             op.execute(statement.bindparams(**params))
         else:

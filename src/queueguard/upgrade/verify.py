@@ -5,7 +5,7 @@ load → preflight (expect no blocking finding) → upgrade to head → compare 
 state → compare the catalog with a fresh install → upgrade step by step to the same state →
 re-run the upgrade and prove it changed nothing → the protocol fence: released v0.2/v0.3
 workers (`legacy_worker`) started around the upgrade all fail and change nothing. Once per run,
-the static compatibility matrix (`compat`) of those workers' statements × revisions 001–004.
+the static compatibility matrix (`compat`) of those workers' statements × every revision.
 Scratch databases are ours (prefix `qg`) and are dropped afterwards; no other database is
 touched.
 """
@@ -17,16 +17,19 @@ import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from pathlib import Path
+from typing import Any, Literal
 
-from queueguard import snapshot
-from queueguard.pg import scratch as pg_scratch
+from queueguard import revisions, snapshot
 from queueguard.pg.connect import connection
+from queueguard.pg.scratch import ScratchDatabases, dbname_of
+from queueguard.revisions import MigrationSet
 from queueguard.style import paint
 from queueguard.upgrade import catalog, compat, legacy_worker, state
 from queueguard.upgrade.checksums import table_checksums
 from queueguard.upgrade.golden import Fixture, all_fixtures, get, load
-from queueguard.upgrade.runner import REVISIONS, upgrade
+from queueguard.upgrade.preflight import preflight as run_preflight
+from queueguard.upgrade.runner import upgrade
 
 
 @dataclass
@@ -108,28 +111,12 @@ def _catalog(dsn: str) -> Any:
         return catalog.introspect(conn)
 
 
-class _Scratch:
-    """Scratch databases of one verify run, always dropped."""
-
-    def __init__(self, admin: str) -> None:
-        self.admin = admin
-        self.names: list[str] = []
-
-    def create(self, template: str | None = None) -> str:
-        dsn = pg_scratch.create_database(self.admin, template=template)
-        self.names.append(pg_scratch.dbname_of(dsn))
-        return dsn
-
-    def drop_all(self) -> None:
-        for name in reversed(self.names):
-            pg_scratch.drop_database(self.admin, name)
-
-
 def verify_fixture(
     fixture: Fixture,
-    scratch: _Scratch,
+    scratch: ScratchDatabases,
     fresh_catalog: Any,
     preflight: Callable[[str], tuple[bool, str]] | None,
+    migrations: MigrationSet,
 ) -> FixtureResult:
     started = time.monotonic()
     result = FixtureResult(fixture.name, fixture.revision)
@@ -148,7 +135,7 @@ def verify_fixture(
             else f"loaded schema fingerprint {fingerprint[:12]} != manifest {expected_fp[:12]}",
         )
     )
-    template_name = pg_scratch.dbname_of(template)
+    template_name = dbname_of(template)
 
     if preflight is not None:
         db = scratch.create(template_name)
@@ -156,11 +143,11 @@ def verify_fixture(
         checks.append(Check("preflight", ok, detail))
 
     db = scratch.create(template_name)
-    report = upgrade(db, progress=False)
+    report = upgrade(db, progress=False, migrations=migrations)
     checks.append(
         Check(
             "upgrade",
-            report.after == REVISIONS[-1],
+            report.after == migrations.head.id,
             f"{report.before} -> {report.after} in {report.elapsed_ms} ms",
         )
     )
@@ -172,7 +159,7 @@ def verify_fixture(
     checks.append(Check("catalog", not differences, "\n".join(differences[:30])))
 
     before = _checksums(db)
-    again = upgrade(db, progress=False)
+    again = upgrade(db, progress=False, migrations=migrations)
     after = _checksums(db)
     changed = [t for t in before if before[t] != after.get(t)]
     checks.append(
@@ -184,30 +171,35 @@ def verify_fixture(
     )
 
     stepwise = scratch.create(template_name)
-    for revision in REVISIONS:
-        if revision > fixture.revision:
-            upgrade(stepwise, to=revision, progress=False)
+    for revision in migrations.pending(fixture.revision, migrations.head.id):
+        upgrade(stepwise, to=revision.id, progress=False, migrations=migrations)
     same_steps = snapshot.normalise(_export(stepwise)) == snapshot.normalise(actual)
     checks.append(
         Check("stepwise", same_steps, "" if same_steps else state_diff(actual, _export(stepwise)))
     )
-    checks.append(_fence(fixture, scratch.create(template_name)))
+    checks.append(_fence(fixture, scratch.create(template_name), migrations))
     result.elapsed_ms = int((time.monotonic() - started) * 1000)
     return result
 
 
-def _fence(fixture: Fixture, db: str) -> Check:
+def _fence(fixture: Fixture, db: str, migrations: MigrationSet) -> Check:
     """Legacy workers around a forced upgrade of `db` all fail, and change nothing."""
     probe = legacy_worker.probe_fence(
-        db, fixture.revision, lambda dsn: upgrade(dsn, force=True, progress=False), _checksums
+        db,
+        fixture.revision,
+        lambda dsn: upgrade(dsn, force=True, progress=False, migrations=migrations),
+        _checksums,
     )
     return Check("fence", probe.ok, probe.detail)
 
 
-def _default_preflight(dsn: str) -> tuple[bool, str]:
-    from queueguard.upgrade.preflight import preflight
+def preflight_check(migrations: MigrationSet) -> Callable[[str], tuple[bool, str]]:
+    """verify's preflight step: no blocking finding before the upgrade."""
+    return lambda dsn: _preflight(dsn, migrations)
 
-    report = preflight(dsn)
+
+def _preflight(dsn: str, migrations: MigrationSet) -> tuple[bool, str]:
+    report = run_preflight(dsn, migrations=migrations)
     blocking = [f for f in report.findings if f.severity == "blocking"]
     warnings = [f.code for f in report.findings if f.severity == "warning"]
     if blocking:
@@ -221,33 +213,36 @@ def _default_preflight(dsn: str) -> tuple[bool, str]:
 def verify(
     admin_dsn: str,
     names: list[str] | None = None,
-    preflight: Callable[[str], tuple[bool, str]] | None = _default_preflight,
+    preflight: Callable[[str], tuple[bool, str]] | Literal["default"] | None = "default",
     progress: Callable[[str], None] | None = None,
+    migrations: MigrationSet | None = None,
+    fixtures_root: Path | None = None,
 ) -> VerifyReport:
     """Run upgrade CI against the named fixtures (all by default) on the server at admin_dsn.
 
+    `migrations` is the migration set to verify (default: the packaged one) and
+    `fixtures_root` the golden fixtures to verify it against (default: the packaged ones).
     `progress` receives one line as each fixture finishes (the CLI prints them on stderr).
     """
     started = time.monotonic()
-    fixtures = [get(n) for n in names] if names else all_fixtures()
-    scratch = _Scratch(admin_dsn)
+    migrations = migrations or revisions.packaged()
+    check_preflight = preflight_check(migrations) if preflight == "default" else preflight
+    fixtures = [get(n, fixtures_root) for n in names] if names else all_fixtures(fixtures_root)
     tell = progress or (lambda _line: None)
-    try:
+    with ScratchDatabases(admin_dsn) as scratch:
         fresh = scratch.create()
-        upgrade(fresh, progress=False)
+        upgrade(fresh, progress=False, migrations=migrations)
         fresh_catalog = _catalog(fresh)
         results = []
         for n, fixture in enumerate(fixtures, start=1):
-            result = verify_fixture(fixture, scratch, fresh_catalog, preflight)
+            result = verify_fixture(fixture, scratch, fresh_catalog, check_preflight, migrations)
             results.append(result)
             tell(
                 f"[{n}/{len(fixtures)}] {fixture.name}: {'ok' if result.ok else 'FAILED'} "
                 f"({result.elapsed_ms} ms)"
             )
         tell("compatibility matrix: migrating a scratch database through every revision")
-        matrix = compat.matrix_on_server(admin_dsn, create=scratch.create, drop=lambda _: None)
-    finally:
-        scratch.drop_all()
+        matrix = compat.matrix_on_server(admin_dsn, scratch, migrations)
     return VerifyReport(results, int((time.monotonic() - started) * 1000), matrix)
 
 

@@ -1,9 +1,6 @@
 -- Statements of the protocol-4 runtime (PostgreSQL store). Every backlog write is
 -- range-checked in the same statement or transaction that performs it.
 
--- name: protocol
-SELECT min_protocol, max_protocol FROM runtime_protocol;
-
 -- name: load_queue
 -- Take ownership: a new queue starts at range 1, an existing one increments its range.
 INSERT INTO task_queues AS q

@@ -1,18 +1,6 @@
 -- Statements of `queueguard preflight` itself (the checks live in audit_queries/). All run
 -- inside the preflight's one read-only transaction.
 
--- name: tables
--- Tables of the current schema (as queueguard.stores.schema.inspect sees them); catalog only.
-SELECT c.relname::text
-FROM pg_class AS c
-JOIN pg_namespace AS n ON n.oid = c.relnamespace
-WHERE n.nspname = current_schema() AND c.relkind IN ('r', 'p')
-ORDER BY 1;
-
--- name: versions
--- The revision Alembic recorded (one row in a healthy database); ACCESS SHARE only.
-SELECT version_num::text FROM queueguard_version ORDER BY 1 LIMIT 11;
-
 -- name: exclusive_holders
 -- After a lock timeout: who holds (or awaits) ACCESS EXCLUSIVE, the only mode that conflicts
 -- with the ACCESS SHARE a read needs, on a relation of this database. Shared memory only.
