@@ -45,6 +45,13 @@ def application_name(protocol: int, host_id: str) -> str:
     return encoded.decode("utf-8", errors="ignore")
 
 
+def params(dsn: str) -> dict[str, str]:
+    """The DSN's non-empty connection parameters (URL or key=value form, parsed by libpq:
+    the one DSN parser; InvalidDsn when it cannot be parsed)."""
+    found = conninfo.conninfo_to_dict(validate(dsn))
+    return {key: str(value) for key, value in found.items() if value}
+
+
 def with_params(dsn: str, **params: str) -> str:
     """Return `dsn` with extra connection parameters (they win over the DSN's own)."""
     return conninfo.make_conninfo(validate(dsn), **params)

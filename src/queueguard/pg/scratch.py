@@ -23,7 +23,7 @@ from psycopg import sql
 from queueguard.errors import EmbeddedServerError, UsageError
 from queueguard.pg import servers
 from queueguard.pg.connect import connection
-from queueguard.pg.dsn import with_params
+from queueguard.pg.dsn import params, with_params
 
 ENV = "QUEUEGUARD_PG"
 _system_dirs: dict[str, Path] = {}
@@ -141,6 +141,4 @@ def drop_database(admin_dsn: str, dbname: str) -> None:
 
 
 def dbname_of(dsn: str) -> str:
-    from psycopg.conninfo import conninfo_to_dict
-
-    return str(conninfo_to_dict(dsn).get("dbname", ""))
+    return params(dsn).get("dbname", "")

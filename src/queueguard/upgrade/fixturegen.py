@@ -13,18 +13,18 @@ from __future__ import annotations
 import argparse
 import difflib
 import json
-import subprocess
 import sys
 import tempfile
 import uuid
 from pathlib import Path
 from typing import Any
 
-from queueguard import snapshot
+from queueguard import revisions, snapshot
 from queueguard.core.keys import legacy_queue
-from queueguard.pg import scratch, servers
+from queueguard.pg import scratch, tools
 from queueguard.pg.connect import connection
 from queueguard.resources import fixtures_dir
+from queueguard.revisions import MigrationSet
 from queueguard.snapshot import relocation
 from queueguard.upgrade import catalog, state
 from queueguard.upgrade.dumps import normalise_dump
@@ -277,37 +277,20 @@ FIXTURES: dict[str, dict[str, Any]] = {
 
 # building and dumping --------------------------------------------------------------------
 def pg_dump(dsn: str) -> str:
-    params = dict(p.split("=", 1) for p in dsn.split())  # our key=value DSNs, no quoting
-    tool = servers.embedded_bin_dir() / "pg_dump"
-    out = subprocess.run(
-        [
-            str(tool),
-            "--no-owner",
-            "--no-privileges",
-            "--inserts",
-            "--quote-all-identifiers",
-            "-h",
-            params["host"],
-            "-p",
-            params.get("port", "5432"),
-            "-U",
-            params["user"],
-            params["dbname"],
-        ],
-        check=True,
-        capture_output=True,
-        text=True,
-    )
-    return normalise_dump(out.stdout)
+    flags = ["--no-owner", "--no-privileges", "--inserts", "--quote-all-identifiers"]
+    dumped = tools.run("pg_dump", dsn, flags)
+    if dumped.returncode != 0:
+        raise SystemExit(f"pg_dump failed: {dumped.stderr.decode(errors='replace')[-500:]}")
+    return normalise_dump(dumped.stdout.decode())
 
 
-def build(name: str, admin: str, out_dir: Path) -> None:
+def build(name: str, admin: str, out_dir: Path, migrations: MigrationSet | None = None) -> None:
     spec = FIXTURES[name]
     folder = out_dir / name
     folder.mkdir(parents=True, exist_ok=True)
     dsn = scratch.create_database(admin, prefix="qg_gen")
     try:
-        upgrade(dsn, to=spec["revision"], progress=False)
+        upgrade(dsn, to=spec["revision"], progress=False, migrations=migrations)
         with connection(dsn) as conn:
             schema_fp = catalog.fingerprint(conn)
             for stmt in spec["data"]():
@@ -320,7 +303,7 @@ def build(name: str, admin: str, out_dir: Path) -> None:
                 before = state.export_database(conn, format_version=3)
             (out_dir / "snapshots").mkdir(exist_ok=True)
             _write_json(out_dir / "snapshots" / "v3_golden.json", before)
-        upgrade(dsn, progress=False)
+        upgrade(dsn, progress=False, migrations=migrations)
         with connection(dsn) as conn:
             after = state.export_database(conn)
         if before is not None and relocation.apply_004(before) != after:
@@ -378,10 +361,10 @@ def _write_json(path: Path, doc: Any) -> None:
     path.write_text(json.dumps(doc, indent=2, ensure_ascii=False, sort_keys=True) + "\n")
 
 
-def generate(out_dir: Path) -> None:
+def generate(out_dir: Path, migrations: MigrationSet | None = None) -> None:
     admin = scratch.server_dsn("embedded")
     for name in FIXTURES:
-        build(name, admin, out_dir)
+        build(name, admin, out_dir, migrations)
     legacy_snapshots(out_dir)
 
 
@@ -389,13 +372,17 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--write", action="store_true", help="overwrite the frozen fixtures")
     parser.add_argument("--fixtures", type=Path, default=fixtures_dir())
+    parser.add_argument(
+        "--migrations", type=Path, help="the migration set (default: the packaged one)"
+    )
     args = parser.parse_args(argv)
+    migrations = revisions.load(args.migrations) if args.migrations else None
     if args.write:
-        generate(args.fixtures)
+        generate(args.fixtures, migrations)
         print(f"fixtures written to {args.fixtures}")
         return 0
     with tempfile.TemporaryDirectory() as tmp:
-        generate(Path(tmp))
+        generate(Path(tmp), migrations)
         changed = 0
         for new in sorted(Path(tmp).rglob("*")):
             if new.is_dir():

@@ -39,7 +39,7 @@ from queueguard.errors import (
     UsageError,
     UserDataConflict,
 )
-from queueguard.pg.dsn import redact
+from queueguard.pg.dsn import params, redact
 from queueguard.pg.sqlfiles import parse_named
 from queueguard.resources import fixtures_dir
 
@@ -171,57 +171,6 @@ class LegacyQueue:
 
 
 # connections -----------------------------------------------------------------------------
-def connect_params(dsn: str) -> dict[str, str]:
-    """host/port/user/dbname/password of a libpq DSN (URL or key=value), without libpq."""
-    if dsn.startswith(("postgres://", "postgresql://")):
-        url = urllib.parse.urlsplit(dsn)
-        params = {
-            "host": urllib.parse.unquote(url.hostname or ""),
-            "port": str(url.port or ""),
-            "user": urllib.parse.unquote(url.username or ""),
-            "password": urllib.parse.unquote(url.password or ""),
-            "dbname": urllib.parse.unquote(url.path.lstrip("/")),
-        }
-        for key, values in urllib.parse.parse_qs(url.query).items():
-            params[key] = values[-1]
-    else:
-        params = dict(_conninfo_pairs(dsn))
-    return {k: v for k, v in params.items() if v}
-
-
-def _conninfo_pairs(dsn: str) -> list[tuple[str, str]]:
-    pairs, i, n = [], 0, len(dsn)
-    while i < n:
-        while i < n and dsn[i].isspace():
-            i += 1
-        if i >= n:
-            break
-        eq = dsn.find("=", i)
-        if eq < 0:
-            raise UsageError("malformed DSN: expected key=value")
-        key = dsn[i:eq].strip()
-        i = eq + 1
-        while i < n and dsn[i].isspace():
-            i += 1
-        value: list[str] = []
-        if i < n and dsn[i] == "'":
-            i += 1
-            while i < n and dsn[i] != "'":
-                if dsn[i] == "\\" and i + 1 < n:
-                    i += 1
-                value.append(dsn[i])
-                i += 1
-            i += 1
-        else:
-            while i < n and not dsn[i].isspace():
-                if dsn[i] == "\\" and i + 1 < n:
-                    i += 1
-                value.append(dsn[i])
-                i += 1
-        pairs.append((key, "".join(value)))
-    return pairs
-
-
 class LegacyStatementFailed(QueueguardError):
     """A legacy statement the server rejected (e.g. undefined column on a newer schema)."""
 
@@ -250,7 +199,7 @@ class _Pg8000Session:
     def __init__(self, dsn: str, application_name: str | None) -> None:
         import pg8000.native
 
-        p = connect_params(dsn)
+        p = params(dsn)
         kwargs: dict[str, Any] = {
             "user": p.get("user", "postgres"),
             "database": p.get("dbname"),

@@ -8,20 +8,18 @@ no golden state for real data.
 
 from __future__ import annotations
 
-import os
-import subprocess
 import time
 from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
 import psycopg
-from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
 from queueguard.core.keys import AUTO_VERSION
 from queueguard.errors import QueueguardError
-from queueguard.pg import scratch, servers
+from queueguard.pg import scratch, tools
 from queueguard.pg.connect import connection
+from queueguard.pg.dsn import params as dsn_params
 from queueguard.pg.dsn import redact
 from queueguard.snapshot.relocation import UNVERSIONED, directives
 from queueguard.stores import schema
@@ -78,34 +76,23 @@ def _copy(source_dsn: str, scratch_admin: str) -> tuple[str, str]:
             f"{redact(str(exc)).strip()}; pass --scratch-dsn, the admin DSN of a server where "
             "you may create databases"
         ) from None
-    params = conninfo_to_dict(source_dsn)
-    env = dict(os.environ)
-    if params.get("password"):
-        env["PGPASSWORD"] = str(params["password"])
-    without_password = make_conninfo(**{k: str(v) for k, v in params.items() if k != "password"})
-    bindir = servers.embedded_bin_dir()
-    dump = subprocess.run(  # no check=True: CalledProcessError would quote the DSN
-        [str(bindir / "pg_dump"), "--no-owner", "--no-privileges", "-d", without_password],
-        env=env,  # the password travels in the environment, not on a command line `ps` shows
-        check=False,
-        capture_output=True,
-    )
+    dbname = dsn_params(source_dsn).get("dbname")
+    dump = tools.run("pg_dump", source_dsn, ["--no-owner", "--no-privileges"])
     if dump.returncode != 0:
         scratch.drop_database(scratch_admin, scratch.dbname_of(target))
         raise QueueguardError(
-            f"pg_dump of {params.get('dbname')} failed: "
-            f"{redact(dump.stderr.decode(errors='replace'))[-500:]}"
+            f"pg_dump of {dbname} failed: {redact(dump.stderr.decode(errors='replace'))[-500:]}"
         )
-    restore = subprocess.run(
-        [str(bindir / "psql"), "-v", "ON_ERROR_STOP=1", "-q", "-d", target],
-        input=normalise_dump(dump.stdout.decode()).encode(),  # loads on older majors too
-        capture_output=True,
-        check=False,
+    restore = tools.run(
+        "psql",
+        target,
+        ["-v", "ON_ERROR_STOP=1", "-q"],
+        stdin=normalise_dump(dump.stdout.decode()).encode(),  # loads on older majors too
     )
     if restore.returncode != 0:
         scratch.drop_database(scratch_admin, scratch.dbname_of(target))
         raise QueueguardError(
-            f"restoring the dump of {params.get('dbname')} failed: "
+            f"restoring the dump of {dbname} failed: "
             f"{restore.stderr.decode(errors='replace')[-500:]}"
         )
     return target, "dump"
