@@ -58,7 +58,7 @@ TARGETS: dict[str, Any] = {
     "checkpoint": lambda sql: "WITH saved AS" in sql,
     "load": lambda sql: sql.strip().upper() == "COMMIT",
 }
-#: how often each target is cut (appends are the case of the issue)
+#: how often each target is cut (appends are the case of Temporal's task-writer bug above)
 WEIGHTS = {"append": 6, "checkpoint": 2, "load": 1}
 
 

@@ -1,6 +1,6 @@
 """Benchmark of the data migrations: `queueguard upgrade` against the minimal hand-written SQL.
 
-What it does (issue 3, "Benchmark"):
+What it does (results: docs/benchmarks.md, "Migration"):
 
 1. builds a v0.3 database (`queueguard upgrade --to 003`, then set-based `generate_series`
    inserts): `--rows` legacy `@auto` task rows over `--queues` queues, plus `--rows / 10`

@@ -1,4 +1,4 @@
-"""Benchmark of `queueguard preflight` on a v0.3 database (issue 5, "Benchmark").
+"""Benchmark of `queueguard preflight` on a v0.3 database (docs/benchmarks.md, "Preflight").
 
 What it measures, in one run on one server:
 

@@ -1,4 +1,4 @@
-"""Runtime benchmark (issue 9): one-by-one vs batched Matching, a peer queue, raw commits.
+"""Runtime benchmark: one-by-one vs batched Matching, a peer queue, raw commits.
 
 In ONE run on one PostgreSQL server (the embedded one by default) it measures:
 
@@ -6,7 +6,7 @@ In ONE run on one PostgreSQL server (the embedded one by default) it measures:
    row per statement (each INSERT is its own committed transaction) — the physical
    reference, sampled before every workload and at the end (the median is reported, since
    it drifts with the machine's load);
-2. queueguard one-by-one mode (the seed's path, Matching's defaults) and batched mode
+2. queueguard one-by-one mode (Matching's defaults) and batched mode
    (group-committed spools, `poll_batch` History starts, checkpoints every 1,000 acks or
    50 ms): `--producers` threads call `Matching.add_task` once per task, `--consumers` threads
    poll (`poll` / `poll_batch`) without parking, so no task is sync-matched and every task
@@ -67,7 +67,7 @@ ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs" / "benchmarks.md"
 SECTION = "## Runtime"
 QUEUEGUARD_MODES: dict[str, dict[str, Any]] = {
-    "one-by-one": {},  # Matching's defaults: the seed's path
+    "one-by-one": {},  # Matching's defaults: one transaction per spool, ack and checkpoint
     "batched": {
         "spool_batch": 1000,
         "checkpoint_every": 1000,
@@ -403,7 +403,7 @@ def render(args: argparse.Namespace, results: dict[str, dict], server: str) -> s
         f"{platform.python_version()}; producers {args.producers}, consumers "
         f"{args.consumers}; synchronous_commit on).",
         "",
-        "What is compared: queueguard **one-by-one** (Matching's defaults, the seed's path and "
+        "What is compared: queueguard **one-by-one** (Matching's defaults and "
         "what `queueguard demo` shows: one append transaction per spooled task, one History "
         "start per delivery, a checkpoint after every ack that moves the ack level) and "
         "**batched** (`Matching(spool_batch=1000, checkpoint_every=1000, "

@@ -21,7 +21,7 @@ def reads_and_dispatch_order(draw: st.DrawFn) -> tuple[int, int, list[int]]:
 
 
 @given(reads_and_dispatch_order())
-@example((0, 3, [2, 1, 3]))  # the seed's walkthrough: 2 first, then 1
+@example((0, 3, [2, 1, 3]))  # `queueguard demo`'s walkthrough: 2 first, then 1
 @example((0, 3, [3, 2]))
 @example((5, 4, [9, 8, 7, 6]))
 def test_ack_level_is_the_longest_completed_prefix(case: tuple[int, int, list[int]]) -> None:

@@ -407,7 +407,7 @@ def test_sync_matched_tasks_cost_zero_writes_to_tasks(new_store: StoreFactory, m
 
 
 def test_one_by_one_is_the_default_path(new_store: StoreFactory) -> None:
-    """The seed's behaviour: one append per spooled task, one checkpoint per moved ack."""
+    """The default: one append per spooled task, one checkpoint per moved ack."""
     store = CountingStore(new_store())
     matching = Matching(store)  # type: ignore[arg-type]
     for data in _runs(store, range(1, 5)):

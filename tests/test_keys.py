@@ -1,4 +1,4 @@
-"""The physical queue key (DESIGN.md "Physical queue key"): frozen, canonical, injective."""
+"""The physical queue key (docs/data-model.md): frozen, canonical, injective."""
 
 from __future__ import annotations
 
@@ -39,7 +39,7 @@ components = st.tuples(names, names, task_types, partitions, versions)
 
 
 def _spec_key(ns: str, tq: str, task_type: str, partition: int, version: str) -> str:
-    """The key exactly as DESIGN.md spells it."""
+    """The key exactly as docs/data-model.md spells it."""
     base = f"{quote(ns, safe='')}/{quote(tq, safe='')}/{task_type}/{partition}"
     return f"{base}@{quote(version, safe='')}" if version else base
 

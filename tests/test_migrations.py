@@ -1,7 +1,7 @@
-"""The migration set 001–004 on real PostgreSQL (issue 3).
+"""The migration set 001–004 on real PostgreSQL.
 
 Every database here is a scratch database on the test server (`tests/conftest.py`). Seeds are
-hand-built rows in each revision's released shape (DESIGN.md "Released schema history"),
+hand-built rows in each revision's released shape (docs/schema-history.md),
 inserted with plain SQL, never through the runtime, so the migrations meet data the way a
 user's database holds it.
 """
@@ -273,7 +273,7 @@ def seed_v3(dsn: str) -> None:
 def reference_004(
     queues: dict[str, dict[str, Any]], task_rows: list[tuple[str, int, Any, str]]
 ) -> tuple[dict[str, dict[str, Any]], dict[tuple[str, int], tuple[Any, str]]]:
-    """DESIGN.md 004 steps 1–4 in plain Python: the test's independent oracle."""
+    """004's steps 1–4 (docs/schema-history.md) in plain Python: the independent oracle."""
     queues = copy.deepcopy(queues)
 
     def stamp(data: Any) -> Any:
@@ -429,7 +429,7 @@ V2_COLUMNS = {
     },
 }
 V2_KEYS = {**V1_KEYS, "task_queue_user_data": {"PRIMARY KEY (namespace, task_queue)"}}
-KEY_TYPE = 'text COLLATE "C"'  # byte order for queue keys (DESIGN.md "Domain")
+KEY_TYPE = 'text COLLATE "C"'  # byte order for queue keys (docs/data-model.md)
 V3_COLUMNS = {
     **V2_COLUMNS,
     "tasks": {

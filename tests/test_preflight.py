@@ -207,7 +207,7 @@ def test_schema_contract_defects_block_and_skip_data_checks(
     ],
 )
 def test_nothing_beyond_the_contract_is_checked(v03_db: str, change: str) -> None:
-    """The lesson of the pgflow review: validate what 004 relies on, not internals."""
+    """Preflight validates the contract 004 relies on, not a dependency's internals."""
     execute(v03_db, change)
     report = preflight(v03_db)
     assert report.ok, render_text(report)

@@ -1,4 +1,4 @@
-"""Evidence that preflight is safe on a production database (the pgflow review's question).
+"""Evidence that preflight is safe on a production database.
 
 - it runs as a role with only CONNECT and SELECT;
 - it cannot write even if an audit file were changed to (read-only transaction, one statement

@@ -1,4 +1,4 @@
-"""Full-process SIGKILL recovery on PostgreSQL (the seed's `pnpm recovery`).
+"""Full-process SIGKILL recovery on PostgreSQL.
 
 A child process owns a queue and spools, dispatches and acknowledges continuously, logging
 each task id (fsync'd) before dispatch and after its acknowledgement. The parent SIGKILLs it

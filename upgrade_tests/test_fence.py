@@ -1,4 +1,4 @@
-"""The protocol fence: old workers fail fast and change nothing (issue 6).
+"""The protocol fence: old workers fail fast and change nothing.
 
 Part 1, the runtime side (protocol 4, psycopg): every host announces `queueguard/4 host=<id>`,
 checks `runtime_protocol` at startup and in the transaction of every queue load, and refuses

@@ -1,7 +1,7 @@
 """One error hierarchy for the whole product.
 
 Every error carries the CLI exit code it maps to: 1 for refusals, findings and bad input
-files, 2 for command-line usage errors and unreachable servers (DESIGN.md "Interfaces").
+files, 2 for command-line usage errors and unreachable servers (docs/interfaces.md "Exit codes").
 """
 
 from __future__ import annotations

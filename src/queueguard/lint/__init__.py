@@ -1,6 +1,6 @@
 """`queueguard lint`: the migration safety gate, built on squawk and sqlglot.
 
-It catches the mistakes of the pgflow review (DESIGN.md, seed 002) before a reviewer has to:
+It catches the classic mistakes of queue-state migrations before a reviewer has to:
 squawk's general PostgreSQL migration rules (`queueguard.lint.squawk`), then our own rules in
 the order of `queueguard.lint.rules.RULES` (tamper detection, read-only audit queries, lock
 order, set-based data moves, no hot-path triggers). Inline `-- lint-allow` markers silence a

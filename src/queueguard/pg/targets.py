@@ -1,6 +1,6 @@
-"""Which database a command talks to (DESIGN.md "Interfaces").
+"""Which database a command talks to (docs/interfaces.md "Choosing the database").
 
-`--dsn`, else `QUEUEGUARD_DSN`. Read-mostly commands (demo, verify, status, inspect) fall back
+`--dsn`, else `QUEUEGUARD_DSN`. Read-only commands (status, inspect, snapshot export) fall back
 to the embedded server; commands that change or judge a target need it explicitly (`--dsn`,
 `QUEUEGUARD_DSN` or `--embedded`).
 """

@@ -4,9 +4,9 @@ load → spool → read → dispatch → checkpoint → unload. Durable state li
 readLevel, out-of-order acks and the generation are process-local and vanish on unload.
 A stale range is never retried: the manager unloads and the error reaches the caller.
 
-Two modes, one set of guarantees (DESIGN "Domain"):
+Two modes, one set of guarantees (docs/data-model.md "Lifecycle of one queue"):
 
-- one by one (the default, the seed's behaviour and what `queueguard demo` shows): each spool
+- one by one (the default, and what `queueguard demo` shows): each spool
   is its own range-checked transaction and every ack that moves the ack level checkpoints;
 - batched: `spool_batch > 1` groups concurrent arrivals into one range-checked append
   (group commit, `Spooler`), `checkpoint_every=N` / `checkpoint_interval=s` save the ack level

@@ -1,4 +1,4 @@
-"""The lifecycle walkthrough: the seed's "why a dispatched task can remain in tasks".
+"""The lifecycle walkthrough: why a dispatched task can remain in `tasks`.
 
 Spool three tasks, dispatch 2 before 1, and show `persistedQueue` (durable) beside
 `loadedQueueProgress` (process-local) before and after unload/reload.

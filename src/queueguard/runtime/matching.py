@@ -7,7 +7,7 @@ records the start and the poller gets it with no write to `tasks`.
 Batching (see `backlog`): `spool_batch`/`spool_linger` group concurrent `add_task` spools
 into one append, `checkpoint_every`/`checkpoint_interval` batch checkpoints (a flusher thread
 saves a quiet queue's progress every interval; `unload`/`shutdown` flush), and `poll_batch`
-records up to N starts in one History call. The defaults are the seed's one-by-one path.
+records up to N starts in one History call. The defaults are the one-by-one path.
 Pollers dispatch concurrently: History is never asked under a lock.
 """
 

@@ -1,4 +1,4 @@
-"""Memory snapshots: the whole store as one JSON document (DESIGN.md "Memory snapshots").
+"""Memory snapshots: the whole store as one JSON document (docs/interfaces.md "Memory snapshots").
 
 Format 4 is the current shape; format 3 (written by v0.3) is upgraded on restore by applying
 004 in memory. Exports from before 003 — format 1 or 2, no formatVersion with deliveryId

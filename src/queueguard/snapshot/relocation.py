@@ -2,7 +2,7 @@
 
 The memory store applies this when it restores a v0.3 snapshot; the result must equal what
 the SQL migration does to the same data (a differential test holds them together). The steps
-are DESIGN.md's: directives, relocation of @auto backlogs, counter repair, fence.
+are 1-4 of docs/schema-history.md "004": directives, relocation, counter repair, fence.
 """
 
 from __future__ import annotations

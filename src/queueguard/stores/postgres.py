@@ -128,7 +128,7 @@ class PostgresStore:
     ) -> None:
         self.dsn = validate(dsn)
         self.application_name = application_name(PROTOCOL, host_id)
-        # Startup handshake before anything is registered or loaded (DESIGN "Interfaces").
+        # Startup handshake before anything is registered or loaded (docs/interfaces.md).
         schema.prepare_runtime(dsn, installer=create_schema, app=self.application_name)
         self._pool: ConnectionPool[Conn] = ConnectionPool(
             dsn,

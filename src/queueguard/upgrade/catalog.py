@@ -1,7 +1,7 @@
 """A database's schema as a normalised, comparable value, and a readable diff of two of them.
 
 Used to prove that a fresh install and an upgraded database hold the same schema, and that
-each released revision reproduces DESIGN.md ("Released schema history"). Everything is read
+each released revision reproduces docs/schema-history.md. Everything is read
 from the system catalogs of one schema (`public` by default), read-only, and normalised so
 that only what a user could observe counts:
 

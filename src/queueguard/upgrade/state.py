@@ -1,6 +1,6 @@
 """A PostgreSQL database's whole queue state as a snapshot document, and back.
 
-The document is the snapshot format (DESIGN.md "Memory snapshots"), so a memory store, a
+The document is the snapshot format (docs/interfaces.md "Memory snapshots"), so a memory store, a
 database and a golden fixture are compared the same way: as normalised documents.
 """
 

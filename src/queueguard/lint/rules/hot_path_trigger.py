@@ -1,8 +1,8 @@
 """migration.hot_path_trigger: no trigger (or rewrite rule) on tasks or task_queues.
 
 Every spool, dispatch and checkpoint writes these tables; a trigger there runs in each of
-those transactions, takes its own locks and can fail them (the pgflow review's
-`keep_task_queue_name` trigger on a hot table). sqlglot models `CREATE TRIGGER`; `CREATE RULE`
+those transactions, takes its own locks and can fail them (a trigger that keeps
+a copied column in step turns every write into two). sqlglot models `CREATE TRIGGER`; `CREATE RULE`
 (and any trigger syntax sqlglot leaves as an opaque command) is read from the statement text.
 """
 

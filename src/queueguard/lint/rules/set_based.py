@@ -2,7 +2,7 @@
 
 A revision holds its ACCESS EXCLUSIVE locks until it commits, so a loop that touches one row
 (or one batch) per iteration turns a lock held for seconds into one held for rows × round
-trips (the pgflow review's "monstrous function"). Every PL/pgSQL loop — `FOR … LOOP`,
+trips (the "monstrous function" no reviewer can bound). Every PL/pgSQL loop — `FOR … LOOP`,
 `FOREACH … LOOP`, `WHILE … LOOP`, a bare `LOOP` — contains the keyword LOOP, so the rule
 reads the body of each `DO` block and `CREATE FUNCTION/PROCEDURE` (comments and strings such
 as dynamic SQL blanked) and reports every loop at its head. `LANGUAGE sql` bodies cannot loop;

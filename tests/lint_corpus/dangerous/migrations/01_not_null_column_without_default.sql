@@ -1,5 +1,5 @@
 -- expect: squawk.adding-required-field
--- NOT NULL added without a backfill: the pgflow review's first SQL comment.
+-- NOT NULL added without a backfill (add nullable, backfill, then constrain).
 SET lock_timeout = '5s';
 SET statement_timeout = '60s';
 ALTER TABLE tasks ADD COLUMN queue_name text NOT NULL;

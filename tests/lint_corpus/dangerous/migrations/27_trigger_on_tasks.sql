@@ -1,5 +1,5 @@
 -- expect: migration.hot_path_trigger
--- The pgflow review's keep_task_queue_name trigger, on our hot table.
+-- A statement-level trigger on tasks: it would run inside every runtime transaction.
 SET lock_timeout = '5s';
 SET statement_timeout = '60s';
 CREATE TRIGGER keep_task_queue_name

@@ -1,5 +1,5 @@
--- The pgflow review: "step_tasks updates are kinda hot path right? … please reconsider if we
--- should maybe remove this trigger".
+-- Triggers on the hot path: every update of tasks would run them inside the writer's
+-- transaction, with their own locks and failures. Migrations must not add any.
 SET lock_timeout = '5s';
 SET statement_timeout = '60s';
 CREATE TRIGGER keep_task_queue_name

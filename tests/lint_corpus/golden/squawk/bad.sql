@@ -1,5 +1,5 @@
--- The pgflow review: "i hope migration backfills with nullable and only adds not null after
--- the backfill". Both statements scan and rewrite or check tasks under ACCESS EXCLUSIVE.
+-- NOT NULL without a backfill: add the column nullable, backfill, and only then constrain
+-- it. Both statements scan and rewrite or check tasks under ACCESS EXCLUSIVE.
 SET lock_timeout = '5s';
 SET statement_timeout = '60s';
 ALTER TABLE tasks ADD COLUMN queue_name text NOT NULL;
