@@ -208,3 +208,36 @@ def test_load_refuses_when_the_protocol_table_vanishes(head_db: str) -> None:
         assert store.queue_state(Q) is None  # the load wrote nothing
     finally:
         store.close()
+
+
+UNSTORABLE = {
+    "NUL in a value": {"task": {"note": "a\x00b"}},
+    "NUL in a key": {"task": {"n\x00te": 1}},
+    "lone surrogate in a value": {"task": {"note": "\ud800"}},
+    "lone surrogate in a key": {"\udfff": 1},
+    "NaN": {"task": {"score": float("nan")}},
+    "Infinity deep in a list": {"task": {"scores": [1.0, [float("inf")]]}},
+}
+
+
+@pytest.mark.parametrize("payload", UNSTORABLE.values(), ids=UNSTORABLE.keys())
+def test_both_stores_reject_what_jsonb_cannot_hold_and_write_nothing(
+    new_store: StoreFactory, payload: dict[str, object]
+) -> None:
+    """One rule for what a payload may hold: a payload the memory store accepted but
+    PostgreSQL refused would make a snapshot unimportable (and the stores disagree)."""
+    store = new_store()
+    state = store.load_queue(Q)
+    with pytest.raises(ValueError, match="cannot store|not a JSON number"):
+        store.append(Q, state.range_id, [{"task": {"ok": 1}}, payload])
+    assert store.task_ids(Q) == []
+    after = store.queue_state(Q)
+    assert after is not None and after.last_task_id == 0
+
+
+def test_both_stores_accept_unusual_but_storable_payloads(new_store: StoreFactory) -> None:
+    store = new_store()
+    state = store.load_queue(Q)
+    odd = {"task": {"emoji": "🚀", "quote": "it's \"x\"", "big": 2**62, "neg": -0.5, "e": []}}
+    store.append(Q, state.range_id, [odd])
+    assert [t.data for t in store.read(Q, 0, 10)] == [odd]

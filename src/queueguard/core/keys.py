@@ -11,6 +11,7 @@ import re
 from dataclasses import dataclass
 from urllib.parse import quote, unquote
 
+from queueguard.core import jsonb
 from queueguard.errors import InvalidQueueKey
 
 TASK_TYPES = ("workflow", "activity")
@@ -99,13 +100,9 @@ def validate_components(
 
 
 def _require_storable(name: str) -> None:
-    """PostgreSQL text holds UTF-8 without NUL: lone surrogates and NUL cannot be stored."""
-    if "\x00" in name:
-        raise InvalidQueueKey(f"name {name!r} contains a NUL character")
-    try:
-        name.encode("utf-8")
-    except UnicodeEncodeError:
-        raise InvalidQueueKey(f"name {name!r} is not encodable as UTF-8") from None
+    why = jsonb.text_problem(name)
+    if why is not None:
+        raise InvalidQueueKey(f"name {name!r} {why}")
 
 
 def legacy_queue(

@@ -7,12 +7,12 @@ Every write that changes a queue's backlog is range-checked: a stale owner gets
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import Enum
 from typing import Any, Protocol
 
+from queueguard.core import jsonb
 from queueguard.core.keys import PhysicalQueue
 
 JSON = dict[str, Any]
@@ -128,23 +128,8 @@ def require_json_object(data: object) -> JSON:
     caller bug, rejected alike by both stores before anything is written."""
     if not isinstance(data, dict):
         raise TypeError(f"task data must be a JSON object, got {type(data).__name__}")
-    _require_storable(data)
+    problem = jsonb.first_problem(data, "data")
+    if problem is not None:
+        where, why = problem
+        raise ValueError(f"task {where}: {why}")
     return data
-
-
-def _require_storable(value: object) -> None:
-    """No NUL in any string and no NaN/Infinity: jsonb rejects both."""
-    stack = [value]
-    while stack:
-        item = stack.pop()
-        if isinstance(item, str):
-            if "\x00" in item:
-                raise ValueError("task data contains a NUL character, which jsonb cannot store")
-        elif isinstance(item, float):
-            if not math.isfinite(item):
-                raise ValueError(f"task data contains {item}, which JSON cannot represent")
-        elif isinstance(item, dict):
-            stack.extend(item.keys())
-            stack.extend(item.values())
-        elif isinstance(item, list | tuple):
-            stack.extend(item)

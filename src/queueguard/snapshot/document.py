@@ -9,12 +9,12 @@ validated before anything is imported, so a bad last record imports nothing.
 from __future__ import annotations
 
 import json
-import math
 import re
 import uuid
 from datetime import datetime
 from typing import Any
 
+from queueguard.core import jsonb
 from queueguard.core.keys import PhysicalQueue, decode
 from queueguard.core.store import Execution
 from queueguard.errors import InvalidQueueKey, LegacySnapshotError, SnapshotError
@@ -112,31 +112,11 @@ def _nonneg(value: Any, record: str, limit: int = BIGINT_MAX) -> None:
 
 def _storable(doc: Doc) -> None:
     """What PostgreSQL can hold, anywhere in the document (a snapshot must import into
-    either store): text without NUL and encodable as UTF-8 (no lone surrogates), finite
-    numbers. Iterative, so a deep document cannot exhaust the stack."""
-    stack: list[tuple[Any, str]] = [(doc, "$")]
-    while stack:
-        node, where = stack.pop()
-        if isinstance(node, dict):
-            for key, value in node.items():
-                _require_text(key, where)
-                stack.append((value, f"{where}.{key}"))
-        elif isinstance(node, list):
-            stack.extend((v, f"{where}[{i}]") for i, v in enumerate(node))
-        elif isinstance(node, str):
-            _require_text(node, where)
-        elif isinstance(node, float):
-            _require(math.isfinite(node), where, f"{node} is not a JSON number")
-
-
-def _require_text(text: str, where: str) -> None:
-    _require(
-        "\x00" not in text, where, "text contains a NUL character (PostgreSQL cannot store it)"
-    )
-    try:
-        text.encode("utf-8")
-    except UnicodeEncodeError:
-        raise SnapshotError("text is not valid UTF-8 (a lone surrogate?)", where) from None
+    either store): the stores' own rule, `queueguard.core.jsonb`."""
+    problem = jsonb.first_problem(doc)
+    if problem is not None:
+        where, why = problem
+        raise SnapshotError(why, where)
 
 
 def _timestamp(value: Any) -> bool:
