@@ -162,20 +162,14 @@ def _audit(
     with conn.cursor() as cur:
         cur.execute(BEGIN)
         try:
-            _set_local(cur, limits)
-            audit.set_local(
-                cur,
-                target=target,
-                protocol=migrations.get(target).protocol,
-                samples=limits.samples,
-            )
+            _set_local(cur, target, limits, migrations.get(target).protocol)
             return _run(cur, migrations, target, limits)
         finally:
             if not conn.broken:
                 cur.execute("ROLLBACK")  # nothing to keep: never COMMIT
 
 
-def _set_local(cur: Cursor, limits: Limits) -> None:
+def _set_local(cur: Cursor, target: str, limits: Limits, protocol: int | None = None) -> None:
     """Transaction-scoped settings only (SET LOCAL): nothing outlives the transaction."""
     idle_ms = limits.lock_timeout_ms + limits.statement_timeout_ms
     settings = (
@@ -189,6 +183,7 @@ def _set_local(cur: Cursor, limits: Limits) -> None:
     )
     for name, value in settings:
         cur.execute(sql.SQL("SET LOCAL {} = {}").format(sql.SQL(name), sql.Literal(value)))
+    audit.set_local(cur, target=target, protocol=protocol, samples=limits.samples)
 
 
 def _run(
