@@ -206,7 +206,7 @@ def test_parse_duration_ms_rejects_garbage(text: str) -> None:
 
 
 def test_every_command_has_help_with_an_example(capsys: pytest.CaptureFixture[str]) -> None:
-    from queueguard.cli import EXAMPLES, build_parser
+    from queueguard.cli.parser import EXAMPLES, build_parser
 
     parser = build_parser()
     commands = parser._subparsers._group_actions[0].choices  # type: ignore[union-attr]

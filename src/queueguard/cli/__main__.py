@@ -1,0 +1,3 @@
+from queueguard.cli import main
+
+raise SystemExit(main())

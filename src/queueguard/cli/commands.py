@@ -1,0 +1,297 @@
+"""`queueguard`: a fenced task-queue runtime on PostgreSQL and the framework that upgrades it.
+
+Each command parses its arguments, calls one function and renders the result. Data goes to
+stdout, logs and progress to stderr. Exit codes: 0 ok, 1 findings/refusal/bad input file,
+2 usage error or unreachable server.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from queueguard.errors import UsageError
+from queueguard.pg.dsn import redact
+from queueguard.style import wants_color
+
+if TYPE_CHECKING:
+    from queueguard.revisions import MigrationSet
+
+Handler = Callable[[argparse.Namespace], int]
+
+
+def _emit_json(doc: dict[str, Any]) -> None:
+    doc = {"schemaVersion": 1, **doc}
+    print(json.dumps(doc, indent=2, default=str, ensure_ascii=False))
+
+
+def _migrations(args: argparse.Namespace) -> MigrationSet:
+    """The migration set `--migrations DIR` names (default: the packaged one)."""
+    from queueguard import revisions
+
+    folder = getattr(args, "migrations", None)
+    return revisions.load(Path(folder)) if folder else revisions.packaged()
+
+
+def _target(args: argparse.Namespace, *, fallback: bool) -> str:
+    from queueguard.pg import targets
+
+    dsn = targets.resolve(
+        getattr(args, "dsn", None), embedded=getattr(args, "embedded", False), fallback=fallback
+    )
+    if not fallback:
+        print(f"target: {redact(dsn)}", file=sys.stderr)
+    return dsn
+
+
+# demo --------------------------------------------------------------------------------
+def cmd_demo(args: argparse.Namespace) -> int:
+    from queueguard import demo
+    from queueguard.runtime.walkthrough import render
+
+    results = demo.run(_target(args, fallback=True) if args.dsn else None)
+    if args.json:
+        _emit_json(results)
+    else:
+        print(render("memory store", results["memory"]))
+        print()
+        print(render("PostgreSQL store", results["postgres"]))
+    return 0
+
+
+# status / inspect --------------------------------------------------------------------
+def cmd_status(args: argparse.Namespace) -> int:
+    from queueguard.upgrade.status import status
+
+    doc = status(_target(args, fallback=True), _migrations(args))
+    if args.json:
+        _emit_json(doc)
+    else:
+        for key in ("revision", "head", "protocol", "queues", "tasks", "drift"):
+            print(f"{key:9} {doc.get(key)}")
+    return 1 if doc["drift"] else 0
+
+
+def cmd_inspect(args: argparse.Namespace) -> int:
+    from queueguard.upgrade.status import inspect_workflow
+
+    doc = inspect_workflow(_target(args, fallback=True), args.workflow_id, args.namespace)
+    if args.json:
+        _emit_json(doc)
+        return 0
+    print("task_queues:")
+    for row in doc["task_queues"]:
+        print(f"  {row}")
+    print("tasks:")
+    for row in doc["tasks"]:
+        print(f"  {row}")
+    return 0
+
+
+# db ----------------------------------------------------------------------------------
+def cmd_db(args: argparse.Namespace) -> int:
+    from queueguard.pg import servers, targets
+
+    server = servers.embedded_server()
+    if args.action == "url":
+        print(targets.embedded_dsn())
+    elif args.action == "start":
+        server.ensure_running()
+        print(f"running: {server.data_dir} (socket {server.socket_dir})")
+    else:
+        print("stopped" if server.stop() else "not running")
+    return 0
+
+
+# upgrade -----------------------------------------------------------------------------
+def cmd_upgrade(args: argparse.Namespace) -> int:
+    from queueguard.pg.targets import parse_duration_ms
+    from queueguard.upgrade import runner
+
+    migrations = _migrations(args)
+    if args.sql:
+        print(runner.render_sql(args.to, migrations=migrations))
+        return 0
+    dsn = _target(args, fallback=False)
+    report = runner.upgrade(
+        dsn,
+        to=args.to,
+        lock_timeout_ms=parse_duration_ms(args.lock_timeout),
+        statement_timeout_ms=parse_duration_ms(args.statement_timeout),
+        retries=args.retries,
+        force=args.force,
+        progress=not args.json,
+        migrations=migrations,
+    )
+    if args.json:
+        _emit_json(report.as_json())
+    elif not report.applied:
+        print(f"already at {report.after} (nothing to do)")
+    else:
+        print(
+            f"upgraded {report.before or 'empty'} -> {report.after} "
+            f"(applied {', '.join(report.applied)}) in {report.elapsed_ms} ms"
+        )
+        for queue, rows in report.relocated.items():
+            print(f"  relocated {rows} rows from {queue}")
+        if report.queues_fenced:
+            protocol = migrations.get(report.after or "").protocol
+            print(f"  fenced {report.queues_fenced} queues; protocol is now {protocol}")
+        print(f"  lock waits: {report.lock_waits}")
+    return 0
+
+
+# verify / fixtures / snapshot / rehearse ----------------------------------------------------
+def cmd_verify(args: argparse.Namespace) -> int:
+    from queueguard.pg import scratch
+    from queueguard.upgrade import verify
+
+    admin = args.dsn or scratch.server_dsn()
+
+    def progress(line: str) -> None:
+        print(f"verify: {line}", file=sys.stderr, flush=True)
+
+    report = verify.verify(
+        admin,
+        args.fixture or None,
+        progress=None if args.json else progress,
+        migrations=_migrations(args),
+        fixtures_root=Path(args.fixtures) if args.fixtures else None,
+    )
+    if args.json:
+        _emit_json(report.as_json())
+    else:
+        print(verify.render(report, color=wants_color(sys.stdout)))
+    return 0 if report.ok else 1
+
+
+def cmd_fixtures(args: argparse.Namespace) -> int:
+    from queueguard.upgrade import golden as fixtures
+
+    if args.action == "list":
+        rows = [
+            {"name": f.name, "revision": f.revision, "exercises": f.manifest["exercises"]}
+            for f in fixtures.all_fixtures()
+        ]
+        if args.json:
+            _emit_json({"fixtures": rows})
+        else:
+            for row in rows:
+                print(f"{row['name']:6} revision {row['revision']}: {'; '.join(row['exercises'])}")
+        return 0
+    if not args.name:
+        raise UsageError("fixtures load needs a fixture NAME")
+    fixture = fixtures.get(args.name)
+    dsn = _target(args, fallback=False)
+    fixtures.load(fixture, dsn)
+    print(f"loaded fixture {fixture.name} (revision {fixture.revision})")
+    return 0
+
+
+def cmd_snapshot(args: argparse.Namespace) -> int:
+    from queueguard.upgrade import snapshots
+
+    if args.action == "export":
+        doc = snapshots.export(_target(args, fallback=True))
+        text = json.dumps(doc, indent=2, ensure_ascii=False, sort_keys=True)
+        if args.output:
+            Path(args.output).write_text(text + "\n", encoding="utf-8")
+        else:
+            print(text)
+        return 0
+    if not args.file:
+        raise UsageError("snapshot import needs a FILE")
+    doc = snapshots.read(Path(args.file))
+    queues = len(doc["queues"])
+    tasks = sum(len(q["tasks"]) for q in doc["queues"])
+    if not (args.dsn or args.embedded or os.environ.get("QUEUEGUARD_DSN")):
+        print(
+            f"valid snapshot: {queues} queues, {tasks} tasks (validated only; pass --dsn to import)"
+        )
+        return 0
+    snapshots.import_into(_target(args, fallback=False), doc)
+    print(f"imported {queues} queues, {tasks} tasks")
+    return 0
+
+
+def cmd_rehearse(args: argparse.Namespace) -> int:
+    from queueguard.upgrade.rehearse import rehearse
+
+    result = rehearse(_target(args, fallback=False), args.scratch_dsn)
+    if args.json:
+        _emit_json(result.as_json())
+    else:
+        print(
+            f"rehearsed upgrade of a {result.method} copy (source revision "
+            f"{result.source_revision}) in {result.elapsed_ms} ms"
+        )
+        for q in result.queues:
+            print(
+                f"  {q['queue']}: range {q['range']} ack {q['ack']} last {q['last']} "
+                f"rows {q['rows']}"
+            )
+        for v in result.violations:
+            print(f"VIOLATION: {v}")
+        print("conservation laws hold" if result.ok else "REHEARSAL FAILED")
+    return 0 if result.ok else 1
+
+
+# preflight ---------------------------------------------------------------------------
+def cmd_preflight(args: argparse.Namespace) -> int:
+    from queueguard.pg.targets import parse_duration_ms
+    from queueguard.upgrade.preflight import preflight, render_text
+
+    report = preflight(
+        _target(args, fallback=False),
+        target=args.target,
+        lock_timeout_ms=parse_duration_ms(args.lock_timeout),
+        statement_timeout_ms=parse_duration_ms(args.statement_timeout),
+        samples=args.samples,
+        migrations=_migrations(args),
+    )
+    if args.json:
+        _emit_json(report.as_json())
+    else:
+        print(render_text(report, args.fail_on, color=wants_color(sys.stdout)))
+    return report.exit_code(args.fail_on)
+
+
+# lint --------------------------------------------------------------------------------
+def cmd_lint(args: argparse.Namespace) -> int:
+    from queueguard.lint import lint
+    from queueguard.resources import audit_dir
+
+    paths = args.paths or (
+        [Path(args.migrations), Path(str(audit_dir()))] if args.migrations else None
+    )
+    report = lint(paths)
+    if args.json:
+        _emit_json(report.as_json())
+    elif report.findings:
+        print(report.render_text())
+    print(report.summary(), file=sys.stderr)
+    return report.exit_code
+
+
+# manifest ----------------------------------------------------------------------------
+def cmd_manifest(args: argparse.Namespace) -> int:
+    from queueguard.upgrade import manifest
+
+    migrations = _migrations(args)
+    if args.write:
+        manifest.write(migrations.root)
+        print(f"manifest written: {len(migrations.ids)} revisions ({migrations.span})")
+        return 0
+    problems = manifest.verify(migrations.root)
+    if args.json:
+        _emit_json({"ok": not problems, "revisions": list(migrations.ids), "problems": problems})
+    elif problems:
+        print("\n".join(f"manifest: {p}" for p in problems))
+    else:
+        print(f"manifest intact: {len(migrations.ids)} revisions ({migrations.span})")
+    return 1 if problems else 0

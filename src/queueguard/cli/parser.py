@@ -1,0 +1,160 @@
+"""The argument parser of the `queueguard` command line (one sub-command per handler)."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from queueguard import __version__
+from queueguard.cli import commands
+
+#: One example per command, shown at the end of its --help.
+EXAMPLES = {
+    "demo": "queueguard demo --json",
+    "status": 'queueguard status --dsn "$DSN"',
+    "inspect": 'queueguard inspect order-42 --namespace default --dsn "$DSN"',
+    "db": "queueguard db url",
+    "upgrade": 'queueguard upgrade --dsn "$DSN" --lock-timeout 2s --retries 5\n'
+    "  queueguard upgrade --sql > upgrade.sql",
+    "preflight": 'queueguard preflight --dsn "$DSN" --fail-on warning --json',
+    "verify": "queueguard verify --fixture v0.3",
+    "fixtures": 'queueguard fixtures load v0.3 --dsn "$DSN"',
+    "snapshot": "queueguard snapshot import backup.json          # validate only\n"
+    '  queueguard snapshot import backup.json --dsn "$DSN"',
+    "rehearse": 'queueguard rehearse --dsn "$PROD_DSN" --scratch-dsn "$SCRATCH_DSN"',
+    "lint": "queueguard lint migrations/ --json",
+    "manifest": "queueguard manifest --write --migrations ./migrations",
+}
+
+
+def _add_examples(sub: Any) -> None:
+    for name, command in sub.choices.items():
+        command.formatter_class = argparse.RawDescriptionHelpFormatter
+        command.epilog = f"example:\n  {EXAMPLES[name]}"
+
+
+def _add_dsn(p: argparse.ArgumentParser, *, explicit: bool = False) -> None:
+    p.add_argument(
+        "--dsn",
+        help="PostgreSQL DSN (default: $QUEUEGUARD_DSN"
+        + (")" if explicit else ", else the embedded server)"),
+    )
+    if explicit:
+        p.add_argument("--embedded", action="store_true", help="target the embedded server")
+
+
+def _add_migrations(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--migrations",
+        metavar="DIR",
+        help="the migration set (an Alembic script directory; default: the packaged one)",
+    )
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="queueguard", description=commands.__doc__)
+    parser.add_argument("--version", action="version", version=f"queueguard {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    p = sub.add_parser("demo", help="the queue lifecycle walkthrough (memory and PostgreSQL)")
+    _add_dsn(p)
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(handler=commands.cmd_demo)
+
+    p = sub.add_parser("status", help="revision, protocol, queue and row counts")
+    _add_dsn(p)
+    _add_migrations(p)
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(handler=commands.cmd_status)
+
+    p = sub.add_parser("inspect", help="both Matching tables' rows for one workflow")
+    p.add_argument("workflow_id")
+    p.add_argument("--namespace")
+    _add_dsn(p)
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(handler=commands.cmd_inspect)
+
+    p = sub.add_parser("db", help="the embedded PostgreSQL server")
+    p.add_argument("action", choices=["url", "start", "stop"])
+    p.set_defaults(handler=commands.cmd_db)
+
+    p = sub.add_parser("upgrade", help="apply the migrations (explicit target)")
+    _add_dsn(p, explicit=True)
+    p.add_argument("--to", default="head", help="a revision id or head")
+    p.add_argument("--sql", action="store_true", help="render the SQL without connecting")
+    p.add_argument("--lock-timeout", default="5s")
+    p.add_argument("--statement-timeout", default="60m", help="per statement (0 = no limit)")
+    p.add_argument("--retries", type=int, default=3, help="retries after the first attempt")
+    p.add_argument("--force", action="store_true", help="upgrade even with older hosts connected")
+    _add_migrations(p)
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(handler=commands.cmd_upgrade)
+
+    p = sub.add_parser("preflight", help="read-only, bounded-lock audit before an upgrade")
+    _add_dsn(p, explicit=True)
+    p.add_argument("--target", default="head", help="a revision id or head")
+    p.add_argument("--lock-timeout", default="5s", help="per lock wait (default 5s)")
+    p.add_argument("--statement-timeout", default="60s", help="per check (default 60s)")
+    p.add_argument("--samples", type=int, default=10, help="samples per finding (0…1000)")
+    p.add_argument("--fail-on", choices=["blocking", "warning"], default="blocking")
+    _add_migrations(p)
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(handler=commands.cmd_preflight)
+    p = sub.add_parser("verify", help="upgrade CI against the golden fixtures")
+    p.add_argument(
+        "--dsn",
+        help="admin DSN of a server for scratch databases "
+        "(default: QUEUEGUARD_PG, the embedded server)",
+    )
+    p.add_argument("--fixture", action="append", help="only this fixture (repeatable)")
+    p.add_argument(
+        "--fixtures", metavar="DIR", help="the golden fixtures (default: the packaged ones)"
+    )
+    _add_migrations(p)
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(handler=commands.cmd_verify)
+
+    p = sub.add_parser("fixtures", help="list or load the golden fixtures")
+    p.add_argument("action", choices=["list", "load"])
+    p.add_argument("name", nargs="?")
+    _add_dsn(p, explicit=True)
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(handler=commands.cmd_fixtures)
+
+    p = sub.add_parser("snapshot", help="export or import (validate) a snapshot")
+    p.add_argument("action", choices=["export", "import"])
+    p.add_argument("file", nargs="?", help="snapshot file to import")
+    p.add_argument("-o", "--output", help="export: write to this file")
+    _add_dsn(p, explicit=True)
+    p.set_defaults(handler=commands.cmd_snapshot)
+
+    p = sub.add_parser("rehearse", help="rehearse the upgrade on a copy of a database")
+    _add_dsn(p, explicit=True)
+    p.add_argument(
+        "--scratch-dsn", help="admin DSN of the server for the copy (default: the source server)"
+    )
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(handler=commands.cmd_rehearse)
+
+    p = sub.add_parser(
+        "lint",
+        help="the migration safety gate: squawk's rules and queueguard's own (docs/lint.md)",
+    )
+    p.add_argument(
+        "paths",
+        nargs="*",
+        metavar="PATH",
+        help="migration directories, step files, audit queries or .sql files "
+        "(default: the packaged migrations/ and audit_queries/)",
+    )
+    p.add_argument("--json", action="store_true")
+    _add_migrations(p)
+    p.set_defaults(handler=commands.cmd_lint)
+
+    p = sub.add_parser("manifest", help="check (or --write) the migration set's manifest")
+    p.add_argument("--write", action="store_true", help="regenerate it (releasing a revision)")
+    _add_migrations(p)
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(handler=commands.cmd_manifest)
+    _add_examples(sub)
+    return parser
