@@ -1,7 +1,7 @@
 """Chaos scenario 4: lock contention during the upgrade.
 
 A 003 database of `--rows` task rows serves `--writers` v0.3 hosts (the released statement
-catalog, `queueguard.upgrade.legacy_worker.V03Worker`, each appending to its own queue as fast as it
+catalog, `queueguard.upgrade.legacy.V03Worker`, each appending to its own queue as fast as it
 can, every append timed) while long transactions hold locks that conflict with 004's
 ACCESS EXCLUSIVE locks (task_queues, then tasks, then runtime_protocol):
 
@@ -43,7 +43,7 @@ from chaos_upgrade_kill import build_template, fingerprint
 from queueguard.core.history import task_payload
 from queueguard.errors import LockTimeout, QueueguardError
 from queueguard.pg import scratch
-from queueguard.upgrade.legacy_worker import LegacyQueue, V03Worker
+from queueguard.upgrade.legacy import LegacyQueue, V03Worker
 from queueguard.upgrade.runner import upgrade
 
 CI_TEST = (

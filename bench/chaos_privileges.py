@@ -158,7 +158,7 @@ def run(*, quick: bool = False, log: Any = say) -> Result:
             )
 
         # 1. preflight under the read-only role, with a v0.3 host connected as the runtime role
-        from queueguard.upgrade.legacy_worker import V03Worker
+        from queueguard.upgrade.legacy import V03Worker
 
         old_host = V03Worker(roles.url("qg_runtime", "lp_v3"), host_id="old-1", driver="psycopg")
         old_host.start()

@@ -10,7 +10,7 @@ from queueguard import revisions
 from queueguard.errors import ConnectionFailed, UsageError
 from queueguard.pg.dsn import params as connect_params
 from queueguard.upgrade import compat, verify
-from queueguard.upgrade.legacy_worker import (
+from queueguard.upgrade.legacy import (
     DRIVERS,
     WORKERS,
     Driver,

@@ -228,7 +228,7 @@ def test_both_stores_reject_what_jsonb_cannot_hold_and_write_nothing(
     PostgreSQL refused would make a snapshot unimportable (and the stores disagree)."""
     store = new_store()
     state = store.load_queue(Q)
-    with pytest.raises(ValueError, match="cannot store|not a JSON number"):
+    with pytest.raises(ValueError, match=r"cannot store|not a JSON number"):
         store.append(Q, state.range_id, [{"task": {"ok": 1}}, payload])
     assert store.task_ids(Q) == []
     after = store.queue_state(Q)

@@ -5,7 +5,7 @@ checks `runtime_protocol` at startup and in the transaction of every queue load,
 an older schema with "run queueguard upgrade".
 
 Parts 2–3, released hosts replayed from `fixtures/legacy_workers/` by
-`queueguard.upgrade.legacy_worker` through pg8000 (and, to show the fence does not depend on
+`queueguard.upgrade.legacy` through pg8000 (and, to show the fence does not depend on
 the driver, through psycopg): each test proves with per-table checksums that the refused
 calls changed nothing.
 """
@@ -36,7 +36,7 @@ from queueguard.stores import postgres
 from queueguard.stores.memory import MemoryDatabase, MemoryStore
 from queueguard.stores.postgres import PostgresStore
 from queueguard.upgrade.checksums import table_checksums
-from queueguard.upgrade.legacy_worker import (
+from queueguard.upgrade.legacy import (
     DRIVERS,
     Driver,
     LegacyQueue,
@@ -305,7 +305,7 @@ def test_v03_worker_started_after_upgrade_fails_at_handshake(
 def test_operator_sees_one_error_line_within_a_second(upgraded_v03_db: str) -> None:
     """A v0.3 host started as a process against head: one line, both versions, the remedy."""
     before = checksums(upgraded_v03_db)
-    command = [sys.executable, "-m", "queueguard.upgrade.legacy_worker", "--worker", "v0.3"]
+    command = [sys.executable, "-m", "queueguard.upgrade.legacy", "--worker", "v0.3"]
     command += ["--dsn", upgraded_v03_db, "--host-id", "ops-1"]
     started = time.perf_counter()
     done = subprocess.run(

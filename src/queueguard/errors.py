@@ -178,3 +178,19 @@ class NotOwner(QueueguardError):
     def __init__(self, queue: str, owner: str, host: str) -> None:
         self.queue, self.owner, self.host = queue, owner, host
         super().__init__(f"queue {queue} is owned by host {owner}, not {host}")
+
+
+#: SQLSTATEs of a statement that does not fit the schema (undefined table / column).
+UNRESOLVED_SQLSTATES = frozenset({"42P01", "42703"})
+
+
+class LegacyStatementFailed(QueueguardError):
+    """A legacy statement the server rejected (e.g. undefined column on a newer schema)."""
+
+    def __init__(self, worker: str, statement: str, sqlstate: str, message: str) -> None:
+        self.worker, self.statement, self.sqlstate = worker, statement, sqlstate
+        super().__init__(f"{worker} statement {statement} failed: [{sqlstate}] {message}")
+
+    @property
+    def unresolved(self) -> bool:
+        return self.sqlstate in UNRESOLVED_SQLSTATES

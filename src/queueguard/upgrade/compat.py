@@ -1,6 +1,6 @@
 """The static compatibility matrix: released workers' statements × schema revisions.
 
-For every legacy statement catalog (`fixtures/legacy_workers/*.sql`, see `legacy_worker`)
+For every legacy statement catalog (`fixtures/legacy_workers/*.sql`, see `upgrade.legacy`)
 and every revision 001–004, each statement is resolved with sqlglot against the schema of a
 database migrated to that revision (`catalog.introspect`), and classified:
 
@@ -36,7 +36,7 @@ from queueguard.pg.scratch import ScratchDatabases
 from queueguard.revisions import MigrationSet
 from queueguard.stores import schema
 from queueguard.upgrade import catalog as catalog_mod
-from queueguard.upgrade.legacy_worker import StatementCatalog, all_catalogs
+from queueguard.upgrade.legacy.catalog import StatementCatalog, all_catalogs
 from queueguard.upgrade.runner import upgrade
 
 Verdict = Literal["unresolvable", "fenced", "runs"]

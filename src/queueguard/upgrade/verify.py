@@ -4,7 +4,7 @@ Per fixture, each in fresh databases cloned from a template (CREATE DATABASE …
 load → preflight (expect no blocking finding) → upgrade to head → compare with the golden
 state → compare the catalog with a fresh install → upgrade step by step to the same state →
 re-run the upgrade and prove it changed nothing → the protocol fence: released v0.2/v0.3
-workers (`legacy_worker`) started around the upgrade all fail and change nothing. Once per run,
+workers (`upgrade.legacy`) started around the upgrade all fail and change nothing. Once per run,
 the static compatibility matrix (`compat`) of those workers' statements × every revision.
 Scratch databases are ours (prefix `qg`) and are dropped afterwards; no other database is
 touched.
@@ -25,7 +25,7 @@ from queueguard.pg.connect import connection
 from queueguard.pg.scratch import ScratchDatabases, dbname_of
 from queueguard.revisions import MigrationSet
 from queueguard.style import paint
-from queueguard.upgrade import catalog, compat, legacy_worker, state
+from queueguard.upgrade import catalog, compat, legacy, state
 from queueguard.upgrade.checksums import table_checksums
 from queueguard.upgrade.golden import Fixture, all_fixtures, get, load
 from queueguard.upgrade.preflight import preflight as run_preflight
@@ -184,7 +184,7 @@ def verify_fixture(
 
 def _fence(fixture: Fixture, db: str, migrations: MigrationSet) -> Check:
     """Legacy workers around a forced upgrade of `db` all fail, and change nothing."""
-    probe = legacy_worker.probe_fence(
+    probe = legacy.probe_fence(
         db,
         fixture.revision,
         lambda dsn: upgrade(dsn, force=True, progress=False, migrations=migrations),
