@@ -30,17 +30,9 @@ def head_template(pg_admin_dsn: str) -> Iterator[str]:
 
 @pytest.fixture
 def make_db(pg_admin_dsn: str) -> Iterator[Callable[..., str]]:
-    """Factory of scratch databases, dropped after the test."""
-    created: list[str] = []
-
-    def make(template: str | None = None) -> str:
-        dsn = scratch.create_database(pg_admin_dsn, template=template)
-        created.append(scratch.dbname_of(dsn))
-        return dsn
-
-    yield make
-    for name in created:
-        scratch.drop_database(pg_admin_dsn, name)
+    """Factory of scratch databases (`make(template=None)`), dropped after the test."""
+    with scratch.ScratchDatabases(pg_admin_dsn) as databases:
+        yield databases.create
 
 
 @pytest.fixture

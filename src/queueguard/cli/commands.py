@@ -222,7 +222,7 @@ def cmd_snapshot(args: argparse.Namespace) -> int:
 def cmd_rehearse(args: argparse.Namespace) -> int:
     from queueguard.upgrade.rehearse import rehearse
 
-    result = rehearse(_target(args, fallback=False), args.scratch_dsn)
+    result = rehearse(_target(args, fallback=False), args.scratch_dsn, _migrations(args))
     if args.json:
         _emit_json(result.as_json())
     else:

@@ -18,24 +18,21 @@ def queueguard_server() -> str:
 
 @pytest.fixture
 def queueguard_database(queueguard_server: str) -> Iterator[Callable[..., str]]:
-    from queueguard.pg import scratch
-    from queueguard.upgrade import golden as fixtures
+    from queueguard.pg.scratch import ScratchDatabases
+    from queueguard.upgrade import golden
     from queueguard.upgrade.runner import upgrade
 
-    created: list[str] = []
+    with ScratchDatabases(queueguard_server) as databases:
 
-    def make(*, fixture: str | None = None, revision: str | None = None) -> str:
-        dsn = scratch.create_database(queueguard_server)
-        created.append(scratch.dbname_of(dsn))
-        if fixture is not None:
-            fixtures.load(fixtures.get(fixture), dsn)
-        elif revision is not None:
-            upgrade(dsn, to=revision, progress=False)
-        return dsn
+        def make(*, fixture: str | None = None, revision: str | None = None) -> str:
+            dsn = databases.create()
+            if fixture is not None:
+                golden.load(golden.get(fixture), dsn)
+            elif revision is not None:
+                upgrade(dsn, to=revision, progress=False)
+            return dsn
 
-    yield make
-    for name in created:
-        scratch.drop_database(queueguard_server, name)
+        yield make
 
 
 @pytest.fixture

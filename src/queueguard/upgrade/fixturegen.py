@@ -288,8 +288,8 @@ def build(name: str, admin: str, out_dir: Path, migrations: MigrationSet | None 
     spec = FIXTURES[name]
     folder = out_dir / name
     folder.mkdir(parents=True, exist_ok=True)
-    dsn = scratch.create_database(admin, prefix="qg_gen")
-    try:
+    with scratch.ScratchDatabases(admin, prefix="qg_gen") as databases:
+        dsn = databases.create()
         upgrade(dsn, to=spec["revision"], progress=False, migrations=migrations)
         with connection(dsn) as conn:
             schema_fp = catalog.fingerprint(conn)
@@ -319,8 +319,6 @@ def build(name: str, admin: str, out_dir: Path, migrations: MigrationSet | None 
                 "exercises": spec["exercises"],
             },
         )
-    finally:
-        scratch.drop_database(admin, scratch.dbname_of(dsn))
 
 
 def legacy_snapshots(out_dir: Path) -> None:

@@ -15,12 +15,15 @@ from typing import Any
 
 import psycopg
 
+from queueguard import revisions
 from queueguard.core.keys import AUTO_VERSION
 from queueguard.errors import QueueguardError
 from queueguard.pg import scratch, tools
 from queueguard.pg.connect import connection
 from queueguard.pg.dsn import params as dsn_params
 from queueguard.pg.dsn import redact
+from queueguard.pg.scratch import ScratchDatabases
+from queueguard.revisions import MigrationSet
 from queueguard.snapshot.relocation import UNVERSIONED, directives
 from queueguard.stores import schema
 from queueguard.upgrade import state
@@ -59,27 +62,25 @@ def _legacy_payloads(conn: psycopg.Connection[Any]) -> Counter[str]:
     return Counter(_payload_key(r[0]) for r in conn.execute("SELECT data FROM tasks"))
 
 
-def _copy(source_dsn: str, scratch_admin: str) -> tuple[str, str]:
+def _copy(source_dsn: str, databases: ScratchDatabases) -> tuple[str, str]:
     """A copy of the source: TEMPLATE clone if possible, else pg_dump | psql."""
-    source_db = scratch.dbname_of(source_dsn)
     try:
-        return scratch.create_database(scratch_admin, template=source_db), "template"
+        return databases.create(template=scratch.dbname_of(source_dsn)), "template"
     except QueueguardError:
         raise
     except psycopg.Error:
         pass  # other sessions are connected or the scratch server is another server
     try:
-        target = scratch.create_database(scratch_admin)
+        target = databases.create()
     except psycopg.Error as exc:  # e.g. a role without CREATEDB
         raise QueueguardError(
-            f"cannot create a scratch database for the rehearsal on {redact(scratch_admin)}: "
-            f"{redact(str(exc)).strip()}; pass --scratch-dsn, the admin DSN of a server where "
-            "you may create databases"
+            "cannot create a scratch database for the rehearsal on "
+            f"{redact(databases.admin_dsn)}: {redact(str(exc)).strip()}; pass --scratch-dsn, "
+            "the admin DSN of a server where you may create databases"
         ) from None
     dbname = dsn_params(source_dsn).get("dbname")
     dump = tools.run("pg_dump", source_dsn, ["--no-owner", "--no-privileges"])
     if dump.returncode != 0:
-        scratch.drop_database(scratch_admin, scratch.dbname_of(target))
         raise QueueguardError(
             f"pg_dump of {dbname} failed: {redact(dump.stderr.decode(errors='replace'))[-500:]}"
         )
@@ -90,7 +91,6 @@ def _copy(source_dsn: str, scratch_admin: str) -> tuple[str, str]:
         stdin=normalise_dump(dump.stdout.decode()).encode(),  # loads on older majors too
     )
     if restore.returncode != 0:
-        scratch.drop_database(scratch_admin, scratch.dbname_of(target))
         raise QueueguardError(
             f"restoring the dump of {dbname} failed: "
             f"{restore.stderr.decode(errors='replace')[-500:]}"
@@ -98,17 +98,26 @@ def _copy(source_dsn: str, scratch_admin: str) -> tuple[str, str]:
     return target, "dump"
 
 
-def rehearse(source_dsn: str, scratch_admin: str | None = None) -> Rehearsal:
+def rehearse(
+    source_dsn: str, scratch_admin: str | None = None, migrations: MigrationSet | None = None
+) -> Rehearsal:
+    """Upgrade a copy of the database at `source_dsn` (on `scratch_admin`'s server, default the
+    source's) and check the conservation laws; the copy is always dropped."""
     started = time.monotonic()
+    migrations = migrations or revisions.packaged()
     admin = scratch_admin or scratch.database_dsn(source_dsn, "postgres")
-    copy_dsn, method = _copy(source_dsn, admin)
-    try:
+    with ScratchDatabases(admin) as databases:
+        copy_dsn, method = _copy(source_dsn, databases)
         with connection(copy_dsn) as conn:
             revision = schema.inspect(conn).revision
             payloads_before = _legacy_payloads(conn)
-            before = state.export_database(conn, 3) if revision == "003" else None
+            # The pure-Python model of the relocating revision (snapshot.relocation) predicts
+            # the state a copy at its predecessor must reach.
+            relocating = [r for r in migrations.revisions if r.relocation_step]
+            modelled = relocating and revision == relocating[0].down_revision
+            before = state.export_database(conn, 3) if modelled else None
         result = Rehearsal(revision, method)
-        upgrade(copy_dsn, progress=False, force=True)
+        upgrade(copy_dsn, progress=False, force=True, migrations=migrations)
         with connection(copy_dsn) as conn:
             after = state.export_database(conn)
         result.violations += check_conservation(payloads_before, before, after)
@@ -124,8 +133,6 @@ def rehearse(source_dsn: str, scratch_admin: str | None = None) -> Rehearsal:
         ]
         result.elapsed_ms = int((time.monotonic() - started) * 1000)
         return result
-    finally:
-        scratch.drop_database(admin, scratch.dbname_of(copy_dsn))
 
 
 def check_conservation(
