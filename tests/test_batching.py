@@ -26,8 +26,9 @@ from queueguard.core.history import FaultyHistory, task_payload
 from queueguard.core.keys import PhysicalQueue
 from queueguard.core.store import JSON, Execution, QueueState, StartOutcome, Store
 from queueguard.errors import StaleRangeError
-from queueguard.runtime.backlog import BacklogManager, Spooler
+from queueguard.runtime.backlog import BacklogManager
 from queueguard.runtime.matching import AddResult, Delivery, Matching
+from queueguard.runtime.spooler import Spooler
 from queueguard.stores.postgres import PostgresStore
 
 StoreFactory = Callable[[], Store]
