@@ -30,7 +30,7 @@ ALLOWED: dict[str, set[str]] = {
     "stores": {"core", "errors", "pg", "revisions"},
     "snapshot": {"core", "errors", "stores"},
     "upgrade": LEAVES | {"core", "pg", "revisions", "runtime", "stores", "snapshot"},
-    "lint": LEAVES | {"upgrade"},
+    "lint": LEAVES | {"revisions", "upgrade"},
 }
 RUNTIME_HALF = {"core", "runtime", "stores", "snapshot"}
 UPGRADE_HALF = {"upgrade", "lint"}

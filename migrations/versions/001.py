@@ -10,6 +10,9 @@ down_revision = None
 branch_labels = None
 depends_on = None
 
+# queueguard's facts about this revision (read by queueguard.revisions, never imported there)
+predates_lint = True  # released before `queueguard lint` existed: hash-checked, not style-checked
+
 
 def upgrade() -> None:
     steps.apply(revision)

@@ -11,6 +11,7 @@ branch_labels = None
 depends_on = None
 
 # queueguard's facts about this revision (read by queueguard.revisions, never imported there)
+predates_lint = True  # released before `queueguard lint` existed: hash-checked, not style-checked
 protocol = 3  # creates runtime_protocol with the window [3, 3]
 
 

@@ -10,7 +10,9 @@ field) and may declare facts about itself as plain module-level literals:
 - `relocation_step`: the step file (stem) after which per-queue relocation is reported
   (default None);
 - `ledger`: it records applied revisions in `queueguard_migrations` (default: the
-  predecessor's; once on, stays on).
+  predecessor's; once on, stays on);
+- `predates_lint`: released before `queueguard lint` existed, so the gate checks its hash but
+  not its style (default False).
 
 The files are parsed, not imported: reading the facts runs no code and needs neither Alembic
 nor a database, so the runtime half may ask which revision is the head.
@@ -54,6 +56,7 @@ class Revision:
     fences_older_hosts: bool
     relocation_step: str | None
     ledger: bool
+    predates_lint: bool = False
 
 
 @dataclass(frozen=True)
@@ -108,9 +111,6 @@ class MigrationSet:
         return self.ids.index(revision) >= self.ids.index(other)
 
 
-_FACTS = ("protocol", "fences_older_hosts", "relocation_step", "ledger")
-
-
 def _literals(path: Path) -> tuple[dict[str, Any], str]:
     tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
     found: dict[str, Any] = {}
@@ -137,10 +137,7 @@ def load(root: Path | None = None) -> MigrationSet:
         facts, title = _literals(path)
         if "revision" not in facts:
             continue
-        unknown = set(facts) - {"revision", "down_revision", "branch_labels", "depends_on"}
         facts["title"] = title
-        facts["path"] = path
-        del unknown
         by_down.setdefault(facts.get("down_revision"), []).append(facts)
     revisions: list[Revision] = []
     parent: str | None = None
@@ -162,6 +159,7 @@ def load(root: Path | None = None) -> MigrationSet:
             fences_older_hosts=bool(facts.get("fences_older_hosts", False)),
             relocation_step=facts.get("relocation_step"),
             ledger=ledger,
+            predates_lint=bool(facts.get("predates_lint", False)),
         )
         revisions.append(rev)
         parent = rev.id

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from queueguard import revisions
 from queueguard.errors import QueueguardError, UsageError
 from queueguard.lint import squawk
 from queueguard.lint.model import Corpus, Finding, Kind, SqlFile
@@ -26,10 +27,7 @@ from queueguard.lint.silences import Silenced, apply
 from queueguard.resources import audit_dir, migrations_dir
 from queueguard.upgrade.manifest import MANIFEST
 
-__all__ = ["FROZEN_REVISIONS", "Finding", "LintFailed", "Report", "discover", "lint"]
-
-#: Released before the gate existed: their hashes are checked, their style is not.
-FROZEN_REVISIONS = frozenset({"001", "002", "003"})
+__all__ = ["Finding", "LintFailed", "Report", "discover", "lint", "predating_lint"]
 SYNTAX = "lint.syntax"
 _SYNTAX_HINT = "fix the SQL syntax (an unterminated quote, comment or dollar-quoted body)"
 #: Codes no inline marker can silence.
@@ -145,13 +143,22 @@ def discover(paths: Sequence[Path]) -> Corpus:
         steps = tuple(
             _read(p, "migration", revision) for p in sorted((root / "sql" / revision).glob("*.sql"))
         )
-        if revision in FROZEN_REVISIONS:
+        if revision in predating_lint(root):
             frozen += steps
         elif steps:
             units.append(steps)
     audits = [_read(p, "audit") for p, kind in found.files.items() if kind == "audit"]
     units += [(_read(p, "migration"),) for p, kind in found.files.items() if kind == "migration"]
     return Corpus(tuple(found.roots), tuple(units), tuple(audits), tuple(frozen))
+
+
+def predating_lint(root: Path) -> frozenset[str]:
+    """Revisions of the script directory at `root` released before the gate existed (the
+    `predates_lint` fact): their hashes are checked, their style is not. A folder of step
+    files without revision files has none."""
+    if not (root / "versions").is_dir():
+        return frozenset()
+    return frozenset(r.id for r in revisions.load(root).revisions if r.predates_lint)
 
 
 class _Found:

@@ -85,7 +85,9 @@ def probe_fence(
             old_v03.load(PROBE_AUTO)
             old_v03.append(PROBE_AUTO, PROBE_TASK)
             old_v03.load(PROBE_DEFAULT)
-        if revision < "003":
+        # a database before v0.3's schema still runs v0.2 hosts (the delivery-id spool)
+        spooling = revision < old_v03.catalog.revision
+        if spooling:
             old_v02.start()
             old_v02.spool(PROBE_DEFAULT, PROBE_TASK)
         upgrade(dsn)
@@ -98,7 +100,7 @@ def probe_fence(
                 "old v0.3 checkpoint", lambda: old_v03.checkpoint(PROBE_DEFAULT, 0), StaleRangeError
             )
             probe.expect("old v0.3 reload", lambda: old_v03.load(PROBE_AUTO), ProtocolMismatch)
-        if revision < "003":
+        if spooling:
             probe.expect(
                 "old v0.2 spool",
                 lambda: old_v02.spool(PROBE_DEFAULT, PROBE_TASK),
