@@ -1,20 +1,21 @@
 """`queueguard verify` catches a migration that loses a row or changes a payload.
 
-Each test mutates a copy of the migration set (never the real one), points queueguard at the
-copy, and expects verify to fail with a readable diff against the golden state.
+Each test mutates a copy of the migration set (never the real one), regenerates the copy's
+manifest, runs verify on the copy (`migrations=`, the API behind `--migrations DIR`) and
+expects it to fail with a readable diff against the golden state.
 """
 
 from __future__ import annotations
 
 import shutil
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+from queueguard import revisions
 from queueguard.pg import scratch
 from queueguard.resources import migrations_dir
-from queueguard.upgrade import alembic_config, compat, manifest
+from queueguard.upgrade import manifest
 from queueguard.upgrade.verify import render, verify
 
 DROP_ONE_RELOCATED_ROW = """
@@ -34,13 +35,11 @@ WHERE (physical_queue, task_id) = (SELECT physical_queue, min(task_id) FROM task
 
 
 @pytest.fixture
-def mutated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
-    """A copy of the migration set that queueguard uses instead of the shipped one."""
+def mutated(tmp_path: Path) -> Path:
+    """A copy of the migration set (verified instead of the shipped one)."""
     root = tmp_path / "migrations"
-    shutil.copytree(migrations_dir(), root)
-    for module in (alembic_config, manifest, compat):
-        monkeypatch.setattr(module, "migrations_dir", lambda: root)
-    yield root
+    shutil.copytree(migrations_dir(), root, ignore=shutil.ignore_patterns("__pycache__"))
+    return root
 
 
 def _mutate(root: Path, step: str, sql: str) -> None:
@@ -61,7 +60,9 @@ def test_verify_fails_with_a_readable_diff(
     mutated: Path, queueguard_server: str, step: str, sql: str, expect: str
 ) -> None:
     _mutate(mutated, step, sql)
-    report = verify(queueguard_server, ["v0.3"], preflight=None)
+    report = verify(
+        queueguard_server, ["v0.3"], preflight=None, migrations=revisions.load(mutated)
+    )
     assert not report.ok
     golden = next(c for c in report.results[0].checks if c.name == "golden")
     assert not golden.ok
@@ -71,6 +72,8 @@ def test_verify_fails_with_a_readable_diff(
 
 
 def test_unmutated_copy_passes(mutated: Path, queueguard_server: str) -> None:
-    report = verify(queueguard_server, ["v0.3"], preflight=None)
+    report = verify(
+        queueguard_server, ["v0.3"], preflight=None, migrations=revisions.load(mutated)
+    )
     assert report.ok, render(report)
     assert scratch.dbname_of(queueguard_server) == "postgres"
