@@ -2,16 +2,31 @@
 -- applies-to: 001 002 003
 -- guard:    no (advisory: preflight only; under the migration's own locks nothing else holds one)
 -- What:     locks that other sessions (or forgotten prepared transactions) hold or await on the
---           tables the pending migrations lock: any mode on tasks, task_queues and
---           runtime_protocol (003/004 take ACCESS EXCLUSIVE on them, which conflicts with
---           every mode) and ACCESS EXCLUSIVE on executions (004 only reads it). The migration
---           would queue behind them and give up at its lock_timeout. One row per table.
+--           tables the pending migrations lock, in a mode that conflicts with the migration's
+--           own (PostgreSQL's table-lock conflict table): the pending revisions' lock budgets,
+--           in the setting queueguard.lock_budget (required; a JSON object table -> mode, e.g.
+--           SET queueguard.lock_budget = '{"tasks": "ACCESS EXCLUSIVE", "executions":
+--           "ACCESS SHARE"}'). The migration would queue behind them and give up at its
+--           lock_timeout. One row per table.
 -- Cost:     reads pg_locks and pg_stat_activity (shared memory views; no table is read).
 -- Locks:    none on any table. Read-only; no row when nothing conflicts.
 WITH target AS (
-    SELECT t.name, t.any_mode, to_regclass(t.name) AS rel
-    FROM (VALUES ('tasks', true), ('task_queues', true), ('runtime_protocol', true),
-                 ('executions', false)) AS t (name, any_mode)
+    SELECT b.key AS name, b.value AS mode, to_regclass(b.key) AS rel
+    FROM jsonb_each_text(current_setting('queueguard.lock_budget')::jsonb) AS b
+), conflicts (mode, held) AS (
+    -- PostgreSQL's table-level lock conflict table: a requested mode and each held mode
+    -- (by lock level, 1 ACCESS SHARE … 8 ACCESS EXCLUSIVE) it conflicts with.
+    SELECT w.mode, h.held
+    FROM (VALUES ('ACCESS SHARE', ARRAY[8]), ('ROW SHARE', ARRAY[7, 8]),
+                 ('ROW EXCLUSIVE', ARRAY[5, 6, 7, 8]),
+                 ('SHARE UPDATE EXCLUSIVE', ARRAY[4, 5, 6, 7, 8]),
+                 ('SHARE', ARRAY[3, 4, 6, 7, 8]), ('SHARE ROW EXCLUSIVE', ARRAY[3, 4, 5, 6, 7, 8]),
+                 ('EXCLUSIVE', ARRAY[2, 3, 4, 5, 6, 7, 8]),
+                 ('ACCESS EXCLUSIVE', ARRAY[1, 2, 3, 4, 5, 6, 7, 8])) AS w (mode, levels)
+    JOIN (VALUES (1, 'AccessShareLock'), (2, 'RowShareLock'), (3, 'RowExclusiveLock'),
+                 (4, 'ShareUpdateExclusiveLock'), (5, 'ShareLock'), (6, 'ShareRowExclusiveLock'),
+                 (7, 'ExclusiveLock'), (8, 'AccessExclusiveLock')) AS h (level, held)
+      ON h.level = ANY (w.levels)
 ), held AS (
     SELECT t.name AS relation, l.pid, l.mode, l.granted, l.virtualtransaction,
            a.application_name, a.state, a.xact_start,
@@ -19,11 +34,11 @@ WITH target AS (
                               ORDER BY l.granted DESC, a.xact_start NULLS LAST, l.pid) AS n
     FROM pg_locks AS l
     JOIN target AS t ON l.relation = t.rel
+    JOIN conflicts AS c ON c.mode = t.mode AND c.held = l.mode
     LEFT JOIN pg_stat_activity AS a ON a.pid = l.pid
     WHERE l.locktype = 'relation'
       AND l.database = (SELECT d.oid FROM pg_database AS d WHERE d.datname = current_database())
       AND l.pid IS DISTINCT FROM pg_backend_pid()
-      AND (t.any_mode OR l.mode = 'AccessExclusiveLock')
 )
 SELECT 'locks.conflicting_lock' AS code,
        'warning' AS severity,

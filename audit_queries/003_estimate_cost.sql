@@ -86,6 +86,9 @@ SELECT 'estimate.lock_hold', 'info', 'tasks', rows,
        jsonb_build_array(jsonb_build_object(
            'seconds', round((0.5 + (rows + moved_rows) / rows_per_s)::numeric, 1),
            'rowsPerSecond', rows_per_s,
+           'locks', current_setting('queueguard.lock_budget')::jsonb,
            'lock', 'ACCESS EXCLUSIVE',
-           'tables', jsonb_build_array('task_queues', 'tasks', 'runtime_protocol')))
+           'tables', (SELECT coalesce(jsonb_agg(b.key ORDER BY b.key), '[]'::jsonb)
+                      FROM jsonb_each_text(current_setting('queueguard.lock_budget')::jsonb) AS b
+                      WHERE b.value = 'ACCESS EXCLUSIVE')))
 FROM cost;

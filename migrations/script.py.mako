@@ -15,6 +15,9 @@ depends_on = ${repr(depends_on)}
 # fences_older_hosts = True  it fences older hosts: upgrade refuses while they are connected
 # relocation_step = "NN_x"   report per-queue relocation progress after this step
 
+# the lock budget: the exact lock taken on each table that existed before (enforced)
+locks = {}
+
 
 def upgrade() -> None:
     steps.apply(revision)

@@ -30,6 +30,8 @@ down_revision = "004"
 branch_labels = None
 depends_on = None
 
+locks = {"tasks": "SHARE"}  # CREATE INDEX blocks writes (not reads) while it builds
+
 
 def upgrade() -> None:
     steps.apply(revision)

@@ -12,6 +12,8 @@ depends_on = None
 
 # queueguard's facts about this revision (read by queueguard.revisions, never imported there)
 predates_lint = True  # released before `queueguard lint` existed: hash-checked, not style-checked
+# the lock budget: the exact lock taken on each table that existed before (enforced)
+locks = {}
 
 
 def upgrade() -> None:

@@ -13,6 +13,8 @@ depends_on = None
 # queueguard's facts about this revision (read by queueguard.revisions, never imported there)
 predates_lint = True  # released before `queueguard lint` existed: hash-checked, not style-checked
 protocol = 3  # creates runtime_protocol with the window [3, 3]
+# the lock budget: the exact lock taken on each table that existed before (enforced)
+locks = {"tasks": "ACCESS EXCLUSIVE"}
 
 
 def upgrade() -> None:

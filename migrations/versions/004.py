@@ -15,6 +15,13 @@ protocol = 4  # sets runtime_protocol to [4, 4]
 fences_older_hosts = True  # bumps every range_id: upgrade refuses while v0.3 hosts connect
 relocation_step = "03_relocate"  # per-queue relocation progress is reported after this step
 ledger = True  # creates queueguard_migrations and records 001-004 (and each later revision)
+# the lock budget: the exact lock taken on each table that existed before (enforced)
+locks = {
+    "task_queues": "ACCESS EXCLUSIVE",
+    "tasks": "ACCESS EXCLUSIVE",
+    "runtime_protocol": "ACCESS EXCLUSIVE",
+    "executions": "ACCESS SHARE",  # read for the directives; History keeps running
+}
 
 
 def upgrade() -> None:

@@ -140,6 +140,18 @@ class MigrationRefused(MigrationError):
         super().__init__("\n".join(lines))
 
 
+class LockBudgetExceeded(MigrationError):
+    """A revision's transaction held other locks than its declared budget; rolled back."""
+
+    def __init__(self, revision: str, problems: list[str]) -> None:
+        self.revision, self.problems = revision, problems
+        super().__init__(
+            f"revision {revision} broke its lock budget, nothing was changed: "
+            + "; ".join(problems)
+            + f" (the budget is `locks` in versions/{revision}.py)"
+        )
+
+
 class LockTimeout(MigrationError):
     """A migration could not get its locks within the retry ladder."""
 

@@ -12,7 +12,10 @@ field) and may declare facts about itself as plain module-level literals:
 - `ledger`: it records applied revisions in `queueguard_migrations` (default: the
   predecessor's; once on, stays on);
 - `predates_lint`: released before `queueguard lint` existed, so the gate checks its hash but
-  not its style (default False).
+  not its style (default False);
+- `locks`: its lock budget, the exact lock it takes on each table that existed before it ran
+  (`{"tasks": "ACCESS EXCLUSIVE"}`; see `queueguard.upgrade.locks`; default: none declared,
+  which `upgrade` enforces as "no lock on any existing table").
 
 The files are parsed, not imported: reading the facts runs no code and needs neither Alembic
 nor a database, so the runtime half may ask which revision is the head.
@@ -21,7 +24,7 @@ nor a database, so the runtime half may ask which revision is the head.
 from __future__ import annotations
 
 import ast
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -29,6 +32,18 @@ from typing import Any
 from queueguard.errors import UsageError
 from queueguard.resources import migrations_dir
 
+#: PostgreSQL's table lock modes, weakest first (its lock levels 1-8): the vocabulary of a
+#: revision's lock budget.
+LOCK_MODES = (
+    "ACCESS SHARE",
+    "ROW SHARE",
+    "ROW EXCLUSIVE",
+    "SHARE UPDATE EXCLUSIVE",
+    "SHARE",
+    "SHARE ROW EXCLUSIVE",
+    "EXCLUSIVE",
+    "ACCESS EXCLUSIVE",
+)
 #: Alembic's version table (revision ids are literally `001`, `002`, …).
 VERSION_TABLE = "queueguard_version"
 #: Tables of the released schemas; a database holding any of them without a version table
@@ -57,6 +72,8 @@ class Revision:
     relocation_step: str | None
     ledger: bool
     predates_lint: bool = False
+    #: the lock budget {table: MODE}; None when the revision declares none
+    locks: dict[str, str] | None = field(default=None, hash=False)
 
 
 @dataclass(frozen=True)
@@ -138,6 +155,7 @@ def load(root: Path | None = None) -> MigrationSet:
         if "revision" not in facts:
             continue
         facts["title"] = title
+        facts["path"] = path
         by_down.setdefault(facts.get("down_revision"), []).append(facts)
     revisions: list[Revision] = []
     parent: str | None = None
@@ -160,6 +178,7 @@ def load(root: Path | None = None) -> MigrationSet:
             relocation_step=facts.get("relocation_step"),
             ledger=ledger,
             predates_lint=bool(facts.get("predates_lint", False)),
+            locks=_budget(facts),
         )
         revisions.append(rev)
         parent = rev.id
@@ -169,6 +188,21 @@ def load(root: Path | None = None) -> MigrationSet:
     if not revisions:
         raise UsageError(f"{folder}: no revisions")
     return MigrationSet(root, tuple(revisions))
+
+
+def _budget(facts: dict[str, Any]) -> dict[str, str] | None:
+    declared = facts.get("locks")
+    if declared is None:
+        return None
+    if not isinstance(declared, dict):
+        raise UsageError(f"{facts['path']}: `locks` must be a dict of table -> lock mode")
+    budget = {}
+    for table, mode in declared.items():
+        normal = " ".join(str(mode).upper().removesuffix(" MODE").split())
+        if normal not in LOCK_MODES:
+            raise UsageError(f"{facts['path']}: `locks`: unknown lock mode {mode!r} for {table}")
+        budget[str(table)] = normal
+    return budget
 
 
 @cache

@@ -11,7 +11,9 @@ then data, then the advisory kinds (see `KIND_ORDER`).
 
 from __future__ import annotations
 
+import json
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -109,14 +111,21 @@ def for_revision(revision: str, *, include_advisory: bool = False) -> list[Audit
 
 
 def set_local(
-    cursor: psycopg.Cursor[Any], *, target: str, protocol: int | None, samples: int = 10
+    cursor: psycopg.Cursor[Any],
+    *,
+    target: str,
+    protocol: int | None,
+    samples: int = 10,
+    lock_budget: Mapping[str, str] | None = None,
 ) -> None:
     """The settings the audit files read, for the current transaction only (SET LOCAL):
-    the revision being upgraded to, the protocol it requires, the sample bound."""
+    the revision being upgraded to, the protocol it requires, the sample bound, and the
+    locks the pending revisions take (their lock budgets, strongest mode per table)."""
     for name, value in (
         ("queueguard.target", target),
         ("queueguard.protocol", str(protocol or 0)),
         ("queueguard.samples", str(samples)),
+        ("queueguard.lock_budget", json.dumps(dict(lock_budget or {}), sort_keys=True)),
     ):
         cursor.execute("SELECT set_config(%s, %s, true)", (name, value))
 
@@ -178,8 +187,8 @@ MESSAGES = {
     "runtime.activity_hidden": "sessions hidden from this role (grant pg_read_all_stats to see "
     "their start times)",
     # locks.*: what would make the migration (or this audit) wait
-    "locks.conflicting_lock": "other sessions hold or await locks on tables the migration "
-    "locks ACCESS EXCLUSIVE; it would queue behind them",
+    "locks.conflicting_lock": "other sessions hold or await locks that conflict with the "
+    "pending revisions' lock budgets; the migration would queue behind them",
     "locks.long_transaction": "long-running transactions hold locks on tables the migration "
     "locks; it would wait for them to end",
     "locks.lock_timeout": "a check could not get ACCESS SHARE within lock_timeout",
@@ -189,8 +198,8 @@ MESSAGES = {
     "estimate.rows_relocated": "task rows 004 moves out of legacy @auto queues",
     "estimate.extra_disk": "extra disk 004's new row versions take until VACUUM",
     "estimate.wal": "WAL 004 writes (size archives and replicas accordingly)",
-    "estimate.lock_hold": "how long 004 holds ACCESS EXCLUSIVE on task_queues, tasks, "
-    "runtime_protocol",
+    "estimate.lock_hold": "how long the upgrade holds its locks (samples: `locks`, the pending "
+    "revisions' lock budgets)",
     "estimate.vacuum_analyze": "after 004, run VACUUM (ANALYZE) on tasks and task_queues",
 }
 

@@ -37,7 +37,7 @@ from queueguard.pg.sqlfiles import queries
 from queueguard.revisions import VERSION_TABLE, MigrationSet
 from queueguard.stores import schema
 from queueguard.style import SEVERITY, paint
-from queueguard.upgrade import audit
+from queueguard.upgrade import audit, locks
 from queueguard.upgrade.audit import Finding
 
 APPLICATION_NAME = "queueguard-preflight"
@@ -202,6 +202,15 @@ def _run(
     revision, findings, pending = classify(state, target, migrations)
     if revision is None or not pending:
         return revision, findings
+    # the locks the pending revisions will take: what the lock checks and estimates report
+    budget = locks.combined(migrations.get(r).locks for r in pending)
+    audit.set_local(
+        cur,
+        target=target,
+        protocol=migrations.get(target).protocol,
+        samples=limits.samples,
+        lock_budget=budget,
+    )
     contract_holds = True
     skipped: list[str] = []
     for query in audit.for_revision(revision, include_advisory=True):

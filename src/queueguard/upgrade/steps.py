@@ -17,8 +17,8 @@ import sqlalchemy as sa
 from alembic import context, op
 
 from queueguard import revisions
-from queueguard.errors import IrreversibleMigration, MigrationRefused
-from queueguard.upgrade import audit, manifest
+from queueguard.errors import IrreversibleMigration, LockBudgetExceeded, MigrationRefused
+from queueguard.upgrade import audit, locks, manifest
 
 DEFAULT_LOCK_TIMEOUT_MS = 5000
 # Bounded but generous: 004 rewrites ~65k rows/s here, so an hour covers >200M rows.
@@ -49,6 +49,9 @@ def apply(revision: str) -> None:
     op.execute(f"SET LOCAL lock_timeout = {lock_ms}")
     op.execute(f"SET LOCAL statement_timeout = {stmt_ms}")
     offline = context.is_offline_mode()
+    if not offline:
+        with _raw().cursor() as cursor:
+            existing = locks.relations(cursor)
     for path in manifest.step_files(revision, migrations.root):
         sql = path.read_text(encoding="utf-8")
         if offline:
@@ -68,6 +71,19 @@ def apply(revision: str) -> None:
             _guard(facts, offline)
     if facts.ledger:
         _record_ledger(migrations, revision, offline)
+    if not offline:
+        _enforce_budget(facts, existing)
+
+
+def _enforce_budget(facts: revisions.Revision, existing: dict[int, str]) -> None:
+    """The locks this transaction holds must be exactly the revision's budget; otherwise
+    the revision rolls back whole (nothing changed), naming table, mode and budget."""
+    with _raw().cursor() as cursor:
+        held = locks.held(cursor, existing)
+    problems = locks.violations(facts.locks or {}, held)
+    if problems:
+        raise LockBudgetExceeded(facts.id, [str(p) for p in problems])
+    _progress(f"{facts.id} locks within budget: {locks.render(held) or 'none'}")
 
 
 def _report_relocation(revision: str) -> None:

@@ -11,6 +11,7 @@ from queueguard.lint.model import Rule
 from queueguard.lint.rules import (
     audit_read_only,
     hot_path_trigger,
+    lock_budget,
     lock_order,
     released_hash,
     set_based,
@@ -21,6 +22,7 @@ RULES: tuple[Rule, ...] = (
     released_hash.RULE,
     audit_read_only.RULE,
     lock_order.RULE,
+    lock_budget.RULE,
     set_based.RULE,
     hot_path_trigger.RULE,
 )

@@ -90,6 +90,7 @@ ALLOWED_FUNCTIONS = frozenset(
         "jsonb_build_array",
         "jsonb_build_object",
         "jsonb_each",
+        "jsonb_each_text",
         "jsonb_object_agg",
         "jsonb_object_keys",
         "jsonb_typeof",

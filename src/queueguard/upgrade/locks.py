@@ -1,0 +1,92 @@
+"""Lock budgets: the exact lock each revision takes on each table that existed before it ran.
+
+A revision declares its budget as a fact of its own (`locks = {"tasks": "ACCESS EXCLUSIVE",
+…}` in `versions/<rev>.py`, beside the frozen SQL, so a budget never changes a released
+hash). The budget is exact, not a ceiling: a stronger lock blocks more than the author said,
+and a missing one means the documented lock order no longer protects writers from deadlocks.
+Indexes count as their table; relations the revision creates itself and queueguard's own
+bookkeeping (`queueguard_version`, `queueguard_migrations`) are outside the budget.
+
+`upgrade` enforces it (`held` just before commit, `violations`, the revision rolls back);
+`queueguard lint` checks the step files statically (`lint.rules.lock_budget`); preflight and
+the docs read their lock tables from it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from queueguard.pg.sqlfiles import queries
+from queueguard.revisions import LOCK_MODES
+
+Q = queries("queueguard.upgrade", "locks.sql")
+MODES = LOCK_MODES
+#: queueguard's own bookkeeping: never part of a budget.
+BOOKKEEPING = frozenset({"queueguard_version", "queueguard_migrations"})
+_PG_NAMES = {"".join(w.title() for w in m.split()) + "Lock": m for m in MODES}
+
+
+def mode_of(pg_lock_mode: str) -> str:
+    """`AccessExclusiveLock` (pg_locks) -> `ACCESS EXCLUSIVE`."""
+    return _PG_NAMES[pg_lock_mode]
+
+
+def strongest(modes: list[str]) -> str:
+    return max(modes, key=MODES.index)
+
+
+@dataclass(frozen=True)
+class Violation:
+    table: str
+    held: str | None  # None: the budget's lock was not taken
+    budget: str | None  # None: the table is not in the budget
+
+    def __str__(self) -> str:
+        if self.held is None:
+            return f"does not take {self.budget} on {self.table} (budget {self.budget})"
+        if self.budget is None:
+            return f"takes {self.held} on {self.table}, which is not in its budget"
+        return f"takes {self.held} on {self.table} (budget {self.budget})"
+
+
+def combined(budgets: Iterable[Mapping[str, str] | None]) -> dict[str, str]:
+    """The locks several revisions take in a row: the strongest mode per table."""
+    merged: dict[str, str] = {}
+    for budget in budgets:
+        for table, mode in (budget or {}).items():
+            merged[table] = strongest([mode, merged.get(table, mode)])
+    return merged
+
+
+def render(budget: Mapping[str, str]) -> str:
+    """`ACCESS EXCLUSIVE on tasks, ACCESS SHARE on executions` (strongest first)."""
+    ordered = sorted(budget.items(), key=lambda item: (-MODES.index(item[1]), item[0]))
+    return ", ".join(f"{mode} on {table}" for table, mode in ordered)
+
+
+def violations(budget: Mapping[str, str], held: Mapping[str, str]) -> list[Violation]:
+    """Every table whose strongest held lock differs from its budget (pure)."""
+    found = []
+    for table in sorted(set(budget) | set(held)):
+        if held.get(table) != budget.get(table):
+            found.append(Violation(table, held.get(table), budget.get(table)))
+    return found
+
+
+def relations(cursor: Any) -> dict[int, str]:
+    """{oid: table} of the current schema's tables and indexes (an index maps to its table)."""
+    cursor.execute(Q["relations"])
+    return {int(oid): str(table) for oid, table in cursor.fetchall()}
+
+
+def held(cursor: Any, before: Mapping[int, str]) -> dict[str, str]:
+    """{table: strongest mode} this transaction holds on tables that existed `before`."""
+    cursor.execute(Q["held"])
+    modes: dict[str, list[str]] = {}
+    for oid, pg_mode in cursor.fetchall():
+        table = before.get(int(oid))
+        if table is not None and table not in BOOKKEEPING:
+            modes.setdefault(table, []).append(mode_of(str(pg_mode)))
+    return {table: strongest(found) for table, found in modes.items()}

@@ -1,0 +1,19 @@
+-- Lock budgets: what a revision's transaction holds, read just before it commits.
+
+-- name: relations
+-- Tables of the current schema and their indexes, each as (oid, table): an index counts as
+-- its table. Read when the revision starts, so relations it creates itself (temp tables, new
+-- tables) are not in the map and fall outside the budget. Catalog only.
+SELECT c.oid::bigint, coalesce(t.relname, c.relname)::text
+FROM pg_class AS c
+JOIN pg_namespace AS n ON n.oid = c.relnamespace
+LEFT JOIN pg_index AS i ON i.indexrelid = c.oid
+LEFT JOIN pg_class AS t ON t.oid = i.indrelid
+WHERE n.nspname = current_schema() AND c.relkind IN ('r', 'p', 'i', 'I');
+
+-- name: held
+-- The relation locks this backend holds (granted), by relation oid and mode.
+SELECT relation::bigint, mode
+FROM pg_locks
+WHERE pid = pg_backend_pid() AND locktype = 'relation' AND granted
+  AND database = (SELECT oid FROM pg_database WHERE datname = current_database());
