@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from queueguard.pg.sqlfiles import queries
-from queueguard.revisions import LOCK_MODES
+from queueguard.revisions import LOCK_MODES, MigrationSet
 
 Q = queries("queueguard.upgrade", "locks.sql")
 MODES = LOCK_MODES
@@ -62,8 +62,7 @@ def combined(budgets: Iterable[Mapping[str, str] | None]) -> dict[str, str]:
 
 def render(budget: Mapping[str, str]) -> str:
     """`ACCESS EXCLUSIVE on tasks, ACCESS SHARE on executions` (strongest first)."""
-    ordered = sorted(budget.items(), key=lambda item: (-MODES.index(item[1]), item[0]))
-    return ", ".join(f"{mode} on {table}" for table, mode in ordered)
+    return ", ".join(f"{mode} on {table}" for table, mode in _ordered(budget))
 
 
 def violations(budget: Mapping[str, str], held: Mapping[str, str]) -> list[Violation]:
@@ -90,3 +89,17 @@ def held(cursor: Any, before: Mapping[int, str]) -> dict[str, str]:
         if table is not None and table not in BOOKKEEPING:
             modes.setdefault(table, []).append(mode_of(str(pg_mode)))
     return {table: strongest(found) for table, found in modes.items()}
+
+
+def markdown(migrations: MigrationSet) -> str:
+    """The lock budgets of a migration set as the docs' table (docs/migrations.md)."""
+    lines = ["| revision | locks on tables that existed before it (its budget) |", "|---|---|"]
+    for revision in migrations.revisions:
+        budget = revision.locks or {}
+        shown = ", ".join(f"{mode} on `{table}`" for table, mode in _ordered(budget))
+        lines.append(f"| {revision.id} | {shown or 'none'} |")
+    return "\n".join(lines)
+
+
+def _ordered(budget: Mapping[str, str]) -> list[tuple[str, str]]:
+    return sorted(budget.items(), key=lambda item: (-MODES.index(item[1]), item[0]))
