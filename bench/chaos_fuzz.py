@@ -206,14 +206,14 @@ def documents(draw: st.DrawFn) -> dict[str, Any]:
     fmt = draw(st.sampled_from([4, 4, 3]))
     runs = draw(st.lists(st.uuids().map(str), max_size=3, unique=True))
     executions = [
-        {
-            "runId": run,
-            "namespace": draw(names),
-            "workflowId": draw(names),
-            "status": draw(st.sampled_from(snapshot.STATUSES)),
-            "versioningBehavior": draw(st.sampled_from(snapshot.BEHAVIORS)),
-            "deploymentVersion": draw(st.none() | versions),
-        }
+        Execution(
+            run,
+            draw(names),
+            draw(names),
+            draw(st.sampled_from(snapshot.STATUSES)),
+            draw(st.sampled_from(snapshot.BEHAVIORS)),
+            draw(st.none() | versions),
+        ).as_record()
         for run in runs
     ]
     scheduled = []
@@ -404,15 +404,7 @@ def _comparable(doc: dict[str, Any]) -> dict[str, Any]:
             key=lambda u: (u[0], u[1]),
         ),
         "executions": sorted(
-            (
-                e["runId"],
-                e["namespace"],
-                e["workflowId"],
-                e["status"],
-                e["versioningBehavior"],
-                e.get("deploymentVersion"),
-            )
-            for e in doc["history"]["executions"]
+            Execution.from_record(e).as_row() for e in doc["history"]["executions"]
         ),
         "scheduledTasks": sorted(
             (s["runId"], s["scheduledEventId"], s["kind"], instant(s.get("startedAt")))
