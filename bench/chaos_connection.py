@@ -14,8 +14,8 @@ was loaded again (a higher range) and committed work again; a load never changes
 ack level (it resumes above it); every task a producer saw committed before a crash of the
 server was started afterwards (durability of acknowledged commits).
 
-    /work/venv/bin/python bench/chaos_connection.py               # 10 restarts, writes the docs
-    /work/venv/bin/python bench/chaos_connection.py --restarts 2 --no-docs
+    python -m bench.chaos_connection               # 10 restarts, writes the docs
+    python -m bench.chaos_connection --restarts 2 --no-docs
 """
 
 from __future__ import annotations
@@ -28,9 +28,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import _chaos
-from _chaos import HostConfig, HostProcess, Outcome, ScratchServer, say, seconds
-
+from bench.chaos.audit import install_audit
+from bench.chaos.databases import create_database
+from bench.chaos.host import HostConfig
+from bench.chaos.host_process import HostProcess, reap
+from bench.chaos.ledger import Outcome, drain_and_judge
+from bench.chaos.report import record, say, seconds
+from bench.chaos.servers import ScratchServer
+from bench.chaos.workload import queues_for, rng
 from queueguard.upgrade.runner import upgrade
 
 CI_TEST = "`tests/test_reliability_network.py::test_database_restarts_mid_stream` (2 restarts)"
@@ -65,15 +70,15 @@ def run(
     drain_timeout: float = 120.0,
     log: Any = say,
 ) -> Result:
-    rnd = _chaos.rng(seed)
+    rnd = rng(seed)
     names = [f"h{i}" for i in range(hosts)]
-    queues = _chaos.queues_for(names, queues_per_host, family="restarts")
+    queues = queues_for(names, queues_per_host, family="restarts")
     folder = Path(tempfile.mkdtemp(prefix="qg-chaos-connection-"))
     events: list[dict[str, Any]] = []
     with ScratchServer() as server:
-        dsn = _chaos.create_database(server.admin_dsn(), "chaos")
+        dsn = create_database(server.admin_dsn(), "chaos")
         upgrade(dsn, progress=False)
-        _chaos.install_audit(dsn)
+        install_audit(dsn)
         procs = [
             HostProcess(
                 HostConfig(
@@ -106,9 +111,9 @@ def run(
                     assert p.proc is not None and p.proc.poll() is None, p.stderr()
             time.sleep(rnd.uniform(*pause) + 3)  # let the last reconnection show
             t1 = time.time()
-            outcome, _ = _chaos.drain_and_judge(procs, dsn, folder, (t0, t1), drain_timeout)
+            outcome, _ = drain_and_judge(procs, dsn, folder, (t0, t1), drain_timeout)
         finally:
-            _chaos.reap(procs)
+            reap(procs)
     shutil.rmtree(folder, ignore_errors=True)
     # Every queue reloaded (higher range) and committed again after each restart.
     not_reloaded, worst_recovery = [], 0.0
@@ -161,7 +166,7 @@ def report(result: Result) -> None:
         f"stale commits: {len(o.audit.violations)}",
         f"- started in History but never handed to a worker: {o.orphaned_starts}",
     ]
-    _chaos.record(5, row, details)
+    record(5, row, details)
 
 
 def main() -> None:

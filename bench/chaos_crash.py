@@ -14,9 +14,9 @@ committed load/append/checkpoint with its range and writer):
   committed after a takeover), ranges grew by one per load, ack levels never moved back;
 - every queue ends drained: ack_level = last_task_id, no row left.
 
-    /work/venv/bin/python bench/chaos_crash.py                  # 20 kills, writes the docs
-    /work/venv/bin/python bench/chaos_crash.py --kills 5 --no-docs
-    /work/venv/bin/python bench/chaos_crash.py --mode batched   # the batching runtime options
+    python -m bench.chaos_crash                  # 20 kills, writes the docs
+    python -m bench.chaos_crash --kills 5 --no-docs
+    python -m bench.chaos_crash --mode batched   # the batching runtime options
 """
 
 from __future__ import annotations
@@ -29,8 +29,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import _chaos
-from _chaos import HostConfig, HostProcess, Outcome, say, seconds
+from bench.chaos.audit import install_audit
+from bench.chaos.databases import scratch_database
+from bench.chaos.host import HostConfig
+from bench.chaos.host_process import HostProcess, reap
+from bench.chaos.ledger import Outcome, drain_and_judge
+from bench.chaos.report import record, say, seconds
+from bench.chaos.workload import queues_for, rng
 
 MODES: dict[str, dict[str, Any]] = {
     "one-by-one": {},
@@ -75,13 +80,13 @@ def run(
     drain_timeout: float = 180.0,
     log: Any = say,
 ) -> Result:
-    rnd = _chaos.rng(seed)
+    rnd = rng(seed)
     names = [f"h{i}" for i in range(hosts)]
-    queues = _chaos.queues_for(names, queues_per_host)
+    queues = queues_for(names, queues_per_host)
     folder = Path(tempfile.mkdtemp(prefix="qg-chaos-crash-"))
     started = time.monotonic()
-    with _chaos.scratch_database() as dsn:
-        _chaos.install_audit(dsn)
+    with scratch_database() as dsn:
+        install_audit(dsn)
         procs = [
             HostProcess(
                 HostConfig(
@@ -111,9 +116,9 @@ def run(
                 victim.wait_ready()
             time.sleep(rnd.uniform(*pause))
             t1 = time.time()
-            outcome, drain_s = _chaos.drain_and_judge(procs, dsn, folder, (t0, t1), drain_timeout)
+            outcome, drain_s = drain_and_judge(procs, dsn, folder, (t0, t1), drain_timeout)
         finally:
-            _chaos.reap(procs)
+            reap(procs)
     shutil.rmtree(folder, ignore_errors=True)
     return Result(kills, hosts, len(queues), mode, time.monotonic() - started, drain_s, outcome)
 
@@ -147,7 +152,7 @@ def report(results: list[Result]) -> None:
             f"| {o.audit.checkpoints:,} | {len(o.audit.violations)} | {seconds(o.worst_stall_s)} "
             f"({o.audit.worst_gap_at}) | {seconds(r.drain_s)} |"
         )
-    _chaos.record(1, row, details)
+    record(1, row, details)
 
 
 def check(result: Result) -> None:

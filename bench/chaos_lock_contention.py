@@ -20,8 +20,8 @@ blocker released in the middle of the ladder: the upgrade succeeds with lock wai
 no writer row is lost (every committed append is in the upgraded tasks), and the writers
 are fenced (their next append fails with a range conflict or the protocol handshake).
 
-    /work/venv/bin/python bench/chaos_lock_contention.py            # 100k rows, 4 writers
-    /work/venv/bin/python bench/chaos_lock_contention.py --rows 5000 --no-docs
+    python -m bench.chaos_lock_contention            # 100k rows, 4 writers
+    python -m bench.chaos_lock_contention --rows 5000 --no-docs
 """
 
 from __future__ import annotations
@@ -35,23 +35,25 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-import _chaos
 import psycopg
-from _chaos import say, seconds
-from chaos_upgrade_kill import build_template, fingerprint
 
+from bench.chaos.databases import query, scratch_databases
+from bench.chaos.fingerprints import upgrade_state
+from bench.chaos.report import record, say, seconds
+from bench.chaos.v3_database import build_template
 from queueguard.core.history import task_payload
 from queueguard.errors import LockTimeout, QueueguardError
-from queueguard.pg import scratch
+from queueguard.pg.scratch import dbname_of
 from queueguard.upgrade.legacy import LegacyQueue, V03Worker
-from queueguard.upgrade.runner import upgrade
+from queueguard.upgrade.runner import UpgradeReport, upgrade
 
 CI_TEST = (
     "`tests/test_migrations.py::test_lock_contention_times_out_retries_fails_cleanly_and_"
     "never_stalls_writers`, `…::test_lock_timeout_then_success_counts_lock_waits` (existing)"
 )
-LADDER = {"lock_timeout_ms": 200, "retries": 3}
-LARGEST_TIMEOUT_S = 0.2 * 1.5**3  # 675 ms
+#: the upgrade's ladder: a 200 ms lock timeout, 3 retries (200, 300, 450, 675 ms)
+LOCK_TIMEOUT_MS, RETRIES = 200, 3
+LARGEST_TIMEOUT_S = LOCK_TIMEOUT_MS / 1000 * 1.5**RETRIES  # 675 ms
 SLACK_S = 0.5  # a loaded 2-core machine: scheduling, commit fsync
 
 
@@ -151,11 +153,18 @@ class Blocker:
 
     def release(self, admin: str) -> None:
         if self.thread is not None:
-            _chaos.query(admin, "SELECT pg_cancel_backend(%s)", (self.pid,))
+            query(admin, "SELECT pg_cancel_backend(%s)", (self.pid,))
             self.thread.join(10)
         else:
             self.conn.execute("ROLLBACK")
         self.conn.close()
+
+
+def upgrade_on_the_ladder(dsn: str) -> UpgradeReport:
+    """The upgrade under test: --force (v0.3 hosts are connected on purpose), the ladder."""
+    return upgrade(
+        dsn, force=True, progress=False, lock_timeout_ms=LOCK_TIMEOUT_MS, retries=RETRIES
+    )
 
 
 def worst_during(writers: list[Writer], start: float, end: float) -> float:
@@ -169,11 +178,16 @@ def worst_during(writers: list[Writer], start: float, end: float) -> float:
 
 
 def run(*, rows: int = 100_000, writers: int = 4, log: Any = say) -> Result:
-    admin = _chaos.admin_dsn()
-    template = build_template(admin, rows)
-    dsn = scratch.create_database(admin, template=scratch.dbname_of(template), prefix="qg_chaos")
-    scratch.drop_database(admin, scratch.dbname_of(template))
-    result = Result(rows, writers)
+    with scratch_databases() as databases:
+        template = build_template(databases, rows)
+        dsn = databases.create(template=dbname_of(template))
+        databases.drop(template)
+        return contend(dsn, databases.admin_dsn, Result(rows, writers), log)
+
+
+def contend(dsn: str, admin: str, result: Result, log: Any) -> Result:
+    """The rounds on a 003 database: one per blocker, then one released mid-ladder."""
+    writers = result.writers
     threads = [Writer(dsn, n) for n in range(writers)]
     try:
         for t in threads:
@@ -185,7 +199,7 @@ def run(*, rows: int = 100_000, writers: int = 4, log: Any = say) -> Result:
             started = time.monotonic()
             outcome, waits = "succeeded", 0
             try:
-                report = upgrade(dsn, force=True, progress=False, **LADDER)
+                report = upgrade_on_the_ladder(dsn)
                 waits = report.lock_waits
             except LockTimeout:
                 outcome = "LockTimeout"
@@ -204,7 +218,7 @@ def run(*, rows: int = 100_000, writers: int = 4, log: Any = say) -> Result:
         timer = threading.Timer(0.5, blocker.release, args=(admin,))
         started = time.monotonic()
         timer.start()
-        report = upgrade(dsn, force=True, progress=False, **LADDER)
+        report = upgrade_on_the_ladder(dsn)
         elapsed = time.monotonic() - started
         timer.join()
         worst = worst_during(threads, started, started + elapsed)
@@ -219,9 +233,6 @@ def run(*, rows: int = 100_000, writers: int = 4, log: Any = say) -> Result:
         deadline = time.monotonic() + 30
         while any(t.is_alive() for t in threads) and time.monotonic() < deadline:
             time.sleep(0.1)
-    except BaseException:
-        scratch.drop_database(admin, scratch.dbname_of(dsn))
-        raise
     finally:
         for t in threads:
             t.stop.set()
@@ -234,9 +245,7 @@ def run(*, rows: int = 100_000, writers: int = 4, log: Any = say) -> Result:
         result.fenced[str(t.fenced)] += 1
         result.fenced_wait_s = max(result.fenced_wait_s, t.fenced_after_s)
         result.committed += t.committed
-    stored = _chaos.query(
-        dsn, "SELECT count(*) FROM tasks WHERE physical_queue LIKE 'contention/%'"
-    )
+    stored = query(dsn, "SELECT count(*) FROM tasks WHERE physical_queue LIKE 'contention/%'")
     result.lost = result.committed - stored[0][0]
     if result.lost:
         result.violations.append(f"{result.lost} committed v0.3 appends missing after the upgrade")
@@ -245,19 +254,18 @@ def run(*, rows: int = 100_000, writers: int = 4, log: Any = say) -> Result:
     result.worst_s = max(r.writer_worst_s for r in result.rounds if r.outcome == "LockTimeout")
     if result.worst_s > LARGEST_TIMEOUT_S + SLACK_S:
         result.violations.append(f"a writer was blocked {result.worst_s:.3f} s")
-    scratch.drop_database(admin, scratch.dbname_of(dsn))
     return result
 
 
 def fingerprint_without_writers(dsn: str) -> Any:
     """The fingerprint of everything the writers do not touch (they keep appending)."""
-    fp = fingerprint(dsn)
-    fp["tasks"] = _chaos.query(
+    fp = upgrade_state(dsn)
+    fp["tasks"] = query(
         dsn,
         "SELECT count(*), md5(string_agg(t::text, '|' ORDER BY t::text)) FROM tasks t "
         "WHERE physical_queue NOT LIKE 'contention/%'",
     )[0]
-    fp["task_queues"] = _chaos.query(
+    fp["task_queues"] = query(
         dsn,
         "SELECT count(*), md5(string_agg(t::text, '|' ORDER BY t::text)) FROM task_queues t "
         "WHERE physical_queue NOT LIKE 'contention/%'",
@@ -301,7 +309,7 @@ def report(result: Result) -> None:
         f"{seconds(result.fenced_wait_s)} and were then refused (the fence): the lock-timeout "
         "bound applies while the upgrade waits for its locks, not while it migrates."
     )
-    _chaos.record(4, row, details)
+    record(4, row, details)
 
 
 def main() -> None:

@@ -14,8 +14,8 @@ Judged like scenario 1 (logs, History, commit audit), plus the churn:
   fence (or a lost connection) that host logged for that queue — nobody reloads in a loop;
 - progress: work was committed during the whole run (worst stall reported).
 
-    /work/venv/bin/python bench/chaos_membership.py               # 60 s, writes the docs
-    /work/venv/bin/python bench/chaos_membership.py --seconds 10 --no-docs
+    python -m bench.chaos_membership               # 60 s, writes the docs
+    python -m bench.chaos_membership --seconds 10 --no-docs
 """
 
 from __future__ import annotations
@@ -28,8 +28,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import _chaos
-from _chaos import HostConfig, HostProcess, Outcome, say, seconds
+from bench.chaos.audit import install_audit
+from bench.chaos.databases import scratch_database
+from bench.chaos.host import HostConfig
+from bench.chaos.host_process import HostProcess, reap
+from bench.chaos.ledger import Outcome, drain_and_judge
+from bench.chaos.report import record, say, seconds
+from bench.chaos.workload import queues_for
 
 CI_TEST = "`tests/test_reliability_runtime.py::test_conflicting_membership` (3 s)"
 
@@ -56,10 +61,10 @@ class Result:
 def run(
     *, duration: float = 60.0, queues: int = 2, drain_timeout: float = 120.0, log: Any = say
 ) -> Result:
-    keys = [q.key for q in _chaos.queues_for(["A"], queues, family="contested")]
+    keys = [q.key for q in queues_for(["A"], queues, family="contested")]
     folder = Path(tempfile.mkdtemp(prefix="qg-chaos-membership-"))
-    with _chaos.scratch_database() as dsn:
-        _chaos.install_audit(dsn)
+    with scratch_database() as dsn:
+        install_audit(dsn)
         procs = [
             HostProcess(HostConfig(dsn=dsn, host=h, hosts=[h], queues=keys, folder=str(folder)))
             for h in ("A", "B")
@@ -72,9 +77,9 @@ def run(
             t0 = time.time()
             time.sleep(duration)
             t1 = time.time()
-            outcome, _ = _chaos.drain_and_judge(procs, dsn, folder, (t0, t1), drain_timeout)
+            outcome, _ = drain_and_judge(procs, dsn, folder, (t0, t1), drain_timeout)
         finally:
-            _chaos.reap(procs)
+            reap(procs)
     shutil.rmtree(folder, ignore_errors=True)
     ledger = outcome.ledger
     unexplained = []
@@ -121,7 +126,7 @@ def report(result: Result) -> None:
         f"- started in History but never handed to a worker: {o.orphaned_starts} "
         '(see "Findings": a poll whose post-ack checkpoint is fenced drops its deliveries)',
     ]
-    _chaos.record(2, row, details)
+    record(2, row, details)
 
 
 def main() -> None:

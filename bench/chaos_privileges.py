@@ -23,84 +23,39 @@ Checked:
    (str, repr, traceback) and log records — stdout, stderr, logs and messages are searched for
    each password, raw and percent-encoded.
 
-    /work/venv/bin/python bench/chaos_privileges.py             # every command x DSN form
-    /work/venv/bin/python bench/chaos_privileges.py --quick --no-docs
+    python -m bench.chaos_privileges             # every command x DSN form
+    python -m bench.chaos_privileges --quick --no-docs
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
-import io
 import json
-import logging
-import secrets
-import subprocess
-import traceback
-from dataclasses import dataclass, field
-from pathlib import Path
+import uuid
 from typing import Any
-from urllib.parse import quote
 
-import _chaos
-from _chaos import ScratchServer, say
+import psycopg
 
-from queueguard.errors import QueueguardError
-from queueguard.upgrade import golden
+from bench.chaos.databases import create_database, query
+from bench.chaos.fingerprints import written_state
+from bench.chaos.privileges import Result, Roles, cli, leak_checks
+from bench.chaos.report import record, say
+from bench.chaos.servers import ScratchServer
+from queueguard.core.history import task_payload
+from queueguard.core.keys import PhysicalQueue
+from queueguard.core.store import Execution
+from queueguard.errors import MigrationError, QueueguardError, SchemaTooOld
+from queueguard.runtime.matching import Matching
+from queueguard.stores.postgres import PostgresStore
+from queueguard.upgrade.legacy import V03Worker
 
-QUEUEGUARD = str(Path(_chaos.PYTHON).with_name("queueguard"))
 CI_TEST = "`tests/test_reliability_security.py` (all checks, fewer DSN forms)"
 RUNTIME_TABLES = ("task_queues", "tasks", "task_queue_user_data", "executions", "scheduled_tasks")
 
 
-@dataclass
-class Result:
-    checks: list[str] = field(default_factory=list)
-    cli_runs: int = 0
-    api_calls: int = 0
-    leaks: list[str] = field(default_factory=list)
-    failures: list[str] = field(default_factory=list)
-
-    def ok(self, name: str, cond: bool, detail: str = "") -> None:
-        self.checks.append(name)
-        if not cond:
-            self.failures.append(f"{name}: {detail}"[:3000])
-
-
-class Roles:
-    def __init__(self, server: ScratchServer) -> None:
-        token = secrets.token_hex(4)
-        self.server = server
-        self.passwords = {
-            "qg_owner": f"Own3r-{token}:p@ss/w?rd#%",
-            "qg_reader": f"Read3r-{token} 'quoted'",
-            "qg_runtime": f"Runt1me-{token}&x=y",
-        }
-        admin = server.admin_dsn()
-        for role, password in self.passwords.items():
-            escaped = password.replace("'", "''")
-            _chaos.query(admin, f"CREATE ROLE {role} LOGIN PASSWORD '{escaped}'")
-
-    def url(self, role: str, db: str, password: str | None = None) -> str:
-        return self.server.tcp_dsn(role, password or self.passwords[role], db)
-
-    def keyvalue(self, role: str, db: str, password: str | None = None) -> str:
-        pw = (password or self.passwords[role]).replace("\\", "\\\\").replace("'", "\\'")
-        return (
-            f"host=127.0.0.1 port={self.server.port} dbname={db} user={role} "
-            f"password='{pw}' sslmode=disable"
-        )
-
-    def secrets(self) -> list[str]:
-        out = []
-        for pw in self.passwords.values():
-            out += [pw, quote(pw, safe=""), pw.replace("'", "\\'")]
-        return out
-
-
 def grant(owner_dsn: str) -> None:
     tables = ", ".join(RUNTIME_TABLES)
-    _chaos.query(
+    query(
         owner_dsn,
         "REVOKE CREATE ON SCHEMA public FROM PUBLIC;"
         "GRANT USAGE ON SCHEMA public TO qg_reader, qg_runtime;"
@@ -110,32 +65,13 @@ def grant(owner_dsn: str) -> None:
     )
 
 
-def cli(argv: list[str], result: Result, roles: Roles) -> subprocess.CompletedProcess[str]:
-    done = subprocess.run(
-        [QUEUEGUARD, *argv], capture_output=True, text=True, timeout=300, cwd="/tmp"
-    )
-    result.cli_runs += 1
-    for secret in roles.secrets():
-        for stream, text in (("stdout", done.stdout), ("stderr", done.stderr)):
-            if secret in text:
-                shown = [a if not any(s in a for s in roles.secrets()) else "<dsn>" for a in argv]
-                result.leaks.append(f"queueguard {' '.join(shown)}: password in {stream}")
-    return done
-
-
-def fingerprint(dsn: str) -> Any:
-    from chaos_fuzz import fingerprint as fp
-
-    return fp(dsn)
-
-
 def run(*, quick: bool = False, log: Any = say) -> Result:
     result = Result()
     with ScratchServer(tcp=True) as server:
         admin = server.admin_dsn()
         roles = Roles(server)
         for db in ("lp_head", "lp_v3", "lp_empty"):
-            _chaos.create_database(admin, db, owner="qg_owner")
+            create_database(admin, db, owner="qg_owner")
         owner = {db: roles.url("qg_owner", db) for db in ("lp_head", "lp_v3", "lp_empty")}
 
         # 3. the upgrade and fixture loading under the owner
@@ -145,7 +81,7 @@ def run(*, quick: bool = False, log: Any = say) -> Result:
         result.ok("owner upgrades an empty database to head", done.returncode == 0, done.stderr)
         for db in ("lp_head", "lp_v3"):
             grant(owner[db])
-        v3_before = fingerprint(owner["lp_v3"])
+        v3_before = written_state(owner["lp_v3"])
         for role in ("qg_reader", "qg_runtime"):
             done = cli(["upgrade", "--dsn", roles.url(role, "lp_v3")], result, roles)
             result.ok(
@@ -154,12 +90,10 @@ def run(*, quick: bool = False, log: Any = say) -> Result:
                 done.stderr,
             )
             result.ok(
-                f"upgrade as {role} changed nothing", fingerprint(owner["lp_v3"]) == v3_before
+                f"upgrade as {role} changed nothing", written_state(owner["lp_v3"]) == v3_before
             )
 
         # 1. preflight under the read-only role, with a v0.3 host connected as the runtime role
-        from queueguard.upgrade.legacy import V03Worker
-
         old_host = V03Worker(roles.url("qg_runtime", "lp_v3"), host_id="old-1", driver="psycopg")
         old_host.start()
         try:
@@ -182,7 +116,7 @@ def run(*, quick: bool = False, log: Any = say) -> Result:
                 "runtime.older_hosts" in codes["qg_reader"],
                 str(codes),
             )
-            result.ok("preflight wrote nothing", fingerprint(owner["lp_v3"]) == v3_before)
+            result.ok("preflight wrote nothing", written_state(owner["lp_v3"]) == v3_before)
             done = cli(["upgrade", "--dsn", owner["lp_v3"]], result, roles)
             result.ok(
                 "owner's upgrade refuses while the v0.3 host is connected",
@@ -208,17 +142,6 @@ def run(*, quick: bool = False, log: Any = say) -> Result:
 
 
 def runtime_checks(roles: Roles, result: Result) -> int:
-    import uuid
-
-    import psycopg
-
-    from queueguard.core.history import task_payload
-    from queueguard.core.keys import PhysicalQueue
-    from queueguard.core.store import Execution
-    from queueguard.errors import MigrationError, SchemaTooOld
-    from queueguard.runtime.matching import Matching
-    from queueguard.stores.postgres import PostgresStore
-
     calls = 0
     dsn = roles.url("qg_runtime", "lp_head")
     store = PostgresStore(dsn, host_id="least-privilege", create_schema=False)
@@ -256,14 +179,14 @@ def runtime_checks(roles: Roles, result: Result) -> int:
         "DELETE FROM queueguard_version",
     ):
         try:
-            _chaos.query(dsn, ddl)
+            query(dsn, ddl)
             refused = False
         except psycopg.errors.InsufficientPrivilege:
             refused = True
         result.ok(f"the DML role cannot: {ddl}", refused)
         calls += 1
     empty = roles.url("qg_runtime", "lp_empty")
-    _chaos.query(roles.url("qg_owner", "lp_empty"), "GRANT USAGE ON SCHEMA public TO qg_runtime")
+    query(roles.url("qg_owner", "lp_empty"), "GRANT USAGE ON SCHEMA public TO qg_runtime")
     for create, expected in ((False, SchemaTooOld), (True, MigrationError)):
         try:
             PostgresStore(empty, host_id="lp", create_schema=create).close()
@@ -276,137 +199,11 @@ def runtime_checks(roles: Roles, result: Result) -> int:
             repr(outcome),
         )
         calls += 1
-    tables = _chaos.query(
+    tables = query(
         roles.url("qg_owner", "lp_empty"),
         "SELECT count(*) FROM pg_tables WHERE schemaname = 'public'",
     )
     result.ok("nothing was created in the empty database", tables == [(0,)], str(tables))
-    return calls
-
-
-def dsn_forms(roles: Roles, quick: bool) -> list[tuple[str, str]]:
-    """(label, dsn) for every way a password reaches a command."""
-    good_port = roles.server.port
-    forms = [
-        ("url", roles.url("qg_owner", "lp_head")),
-        ("key=value", roles.keyvalue("qg_owner", "lp_head")),
-        (
-            "url, wrong password",
-            roles.url("qg_owner", "lp_head", password=roles.passwords["qg_reader"]),
-        ),
-        (
-            "key=value, wrong password",
-            roles.keyvalue("qg_owner", "lp_head", password=roles.passwords["qg_runtime"]),
-        ),
-    ]
-    if not quick:
-        forms += [
-            (
-                "url, unreachable port",
-                roles.url("qg_owner", "lp_head").replace(f":{good_port}/", ":1/"),
-            ),
-            (
-                "key=value, unreachable port",
-                roles.keyvalue("qg_owner", "lp_head").replace(f"port={good_port}", "port=1"),
-            ),
-            ("url, unknown database", roles.url("qg_owner", "nope")),
-            (
-                "key=value, unterminated quote",
-                f"host=127.0.0.1 port={good_port} dbname=lp_head user=qg_owner "
-                f"password='x {roles.passwords['qg_owner']}",
-            ),
-            ("url, unknown parameter", roles.url("qg_owner", "lp_head") + "&bogus=1"),
-            ("key=value, unknown parameter", roles.keyvalue("qg_owner", "lp_head") + " bogus=1"),
-        ]
-    return forms
-
-
-def leak_checks(roles: Roles, result: Result, quick: bool) -> int:
-    commands: list[list[str]] = [
-        ["status"],
-        ["status", "--json"],
-        ["inspect", "wf-1", "--json"],
-        ["preflight"],
-        ["preflight", "--json"],
-        ["upgrade"],
-        ["upgrade", "--json"],
-        ["snapshot", "export"],
-        ["fixtures", "load", "v0.3"],
-        ["rehearse"],  # the owner has no CREATEDB: this used to die with a psycopg traceback
-    ]
-    if not quick:
-        snap = str(golden.snapshot_path("v3_golden.json"))
-        commands += [
-            ["snapshot", "import", snap],
-            ["demo"],
-            ["preflight", "--to", "x"],
-        ]
-    for label, dsn in dsn_forms(roles, quick):
-        for command in commands:
-            done = cli([*command, "--dsn", dsn], result, roles)
-            result.ok(
-                f"{' '.join(command)} with a {label} DSN exits cleanly",
-                done.returncode in (0, 1, 2) and "Traceback" not in done.stderr,
-                done.stderr[-800:],
-            )
-        # the same through the environment
-        done = subprocess.run(
-            [QUEUEGUARD, "status"],
-            capture_output=True,
-            text=True,
-            timeout=120,
-            env={**__import__("os").environ, "QUEUEGUARD_DSN": dsn},
-        )
-        result.cli_runs += 1
-        for secret in roles.secrets():
-            if secret in done.stdout + done.stderr:
-                result.leaks.append(f"status via QUEUEGUARD_DSN ({label}): password in output")
-    return api_leak_checks(roles, result, quick)
-
-
-def api_leak_checks(roles: Roles, result: Result, quick: bool) -> int:
-    """The Python API: exceptions (str, repr, traceback) and every log record."""
-    from queueguard.pg.connect import connect
-    from queueguard.pg.dsn import validate
-    from queueguard.stores.postgres import PostgresStore
-    from queueguard.upgrade import preflight, runner, status
-
-    calls = 0
-    records = io.StringIO()
-    handler = logging.StreamHandler(records)
-    handler.setLevel(logging.DEBUG)
-    root = logging.getLogger()
-    old_level = root.level
-    root.addHandler(handler)
-    root.setLevel(logging.DEBUG)
-    try:
-        for label, dsn in dsn_forms(roles, quick):
-            for name, call in (
-                ("PostgresStore", lambda d=dsn: PostgresStore(d, host_id="leak").close()),
-                ("connect", lambda d=dsn: connect(d).close()),
-                ("validate", lambda d=dsn: validate(d)),
-                ("migrate.upgrade", lambda d=dsn: runner.upgrade(d, progress=False)),
-                ("preflight", lambda d=dsn: preflight.preflight(d)),
-                ("status", lambda d=dsn: status.status(d)),
-            ):
-                text = ""
-                err = io.StringIO()
-                try:
-                    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(err):
-                        call()
-                except Exception as exc:
-                    text = f"{exc}\n{exc!r}\n{''.join(traceback.format_exception(exc))}"
-                text += err.getvalue()
-                calls += 1
-                for secret in roles.secrets():
-                    if secret in text:
-                        result.leaks.append(f"{name} with a {label} DSN: password in the exception")
-    finally:
-        root.removeHandler(handler)
-        root.setLevel(old_level)
-    for secret in roles.secrets():
-        if secret in records.getvalue():
-            result.leaks.append("password in a log record")
     return calls
 
 
@@ -434,7 +231,7 @@ def report(result: Result) -> None:
         f"- plus {sum(c.endswith('exits cleanly') for c in result.checks)} CLI runs that exited "
         "0/1/2 without a traceback and without the password in stdout or stderr"
     )
-    _chaos.record(9, row, details)
+    record(9, row, details)
 
 
 def main() -> None:

@@ -11,8 +11,8 @@ Then the bounded wait: while one runner holds the lock, a runner whose wait is s
 the migration fails cleanly (LockTimeout "another queueguard upgrade held the runner lock",
 exit 1) and changes nothing.
 
-    /work/venv/bin/python bench/chaos_two_runners.py              # 10 rounds x 3 runners
-    /work/venv/bin/python bench/chaos_two_runners.py --rounds 2 --rows 5000 --no-docs
+    python -m bench.chaos_two_runners              # 10 rounds x 3 runners
+    python -m bench.chaos_two_runners --rounds 2 --rows 5000 --no-docs
 """
 
 from __future__ import annotations
@@ -23,18 +23,18 @@ import subprocess
 import time
 from collections import Counter
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
-import _chaos
-from _chaos import say, seconds
-from chaos_upgrade_kill import build_template, fingerprint, revision
-
+from bench.chaos.databases import scratch_databases
+from bench.chaos.fingerprints import revision, upgrade_state
+from bench.chaos.report import record, say, seconds
+from bench.chaos.v3_database import build_template
+from bench.chaos.workload import rng
+from bench.commands import QUEUEGUARD
 from queueguard.errors import LockTimeout
-from queueguard.pg import scratch
+from queueguard.pg.scratch import dbname_of
 from queueguard.upgrade.runner import upgrade
 
-QUEUEGUARD = str(Path(_chaos.PYTHON).with_name("queueguard"))
 CI_TEST = (
     "`tests/test_migrations.py::test_two_runners_at_once_exactly_one_migrates` (existing, empty "
     "database); `tests/test_reliability_upgrade.py::test_a_runner_that_waits_too_long_fails_"
@@ -62,18 +62,16 @@ def run(
     seed: int | None = None,
     log: Any = say,
 ) -> Result:
-    rnd = _chaos.rng(seed)
-    admin = _chaos.admin_dsn()
-    template = build_template(admin, rows)
-    name = scratch.dbname_of(template)
+    rnd = rng(seed)
     result = Result(rows, runners)
-    try:
-        reference = scratch.create_database(admin, template=name, prefix="qg_chaos")
+    with scratch_databases() as databases:
+        name = dbname_of(build_template(databases, rows))
+        reference = databases.create(template=name)
         upgrade(reference, progress=False)
-        golden = fingerprint(reference)
-        scratch.drop_database(admin, scratch.dbname_of(reference))
+        golden = upgrade_state(reference)
+        databases.drop(reference)
         for i in range(rounds):
-            dsn = scratch.create_database(admin, template=name, prefix="qg_chaos")
+            dsn = databases.create(template=name)
             try:
                 procs = []
                 for _ in range(runners):
@@ -109,22 +107,18 @@ def run(
                     result.violations.append(f"round {i + 1}: {len(migrated)} runners migrated")
                 if any(r["after"] != "004" for r in reports):
                     result.violations.append(f"round {i + 1}: a runner reported {reports}")
-                if fingerprint(dsn) != golden:
+                if upgrade_state(dsn) != golden:
                     result.violations.append(f"round {i + 1}: not the golden state")
                 result.rounds += 1
                 log(f"  round {i + 1}/{rounds}: {[r['applied'] for r in reports]}")
             finally:
-                scratch.drop_database(admin, scratch.dbname_of(dsn))
+                databases.drop(dsn)
         # The bounded wait: the lock is held (as by a long upgrade); a short-waiting runner fails.
-        dsn = scratch.create_database(admin, template=name, prefix="qg_chaos")
+        dsn = databases.create(template=name)
         try:
             result.bounded_wait = bounded_wait(dsn)
         except AssertionError as exc:
             result.violations.append(f"bounded wait: {exc}")
-        finally:
-            scratch.drop_database(admin, scratch.dbname_of(dsn))
-    finally:
-        scratch.drop_database(admin, name)
     return result
 
 
@@ -138,7 +132,7 @@ def bounded_wait(dsn: str, wait_s: float = 1.0) -> str:
     try:
         try_lock = queries("queueguard.upgrade", "upgrade.sql")["try_lock"]
         assert holder.execute(try_lock).fetchone() == (True,)
-        before = fingerprint(dsn)
+        before = upgrade_state(dsn)
         started = time.monotonic()
         try:
             upgrade(dsn, progress=False, runner_wait_s=wait_s)
@@ -148,7 +142,7 @@ def bounded_wait(dsn: str, wait_s: float = 1.0) -> str:
         waited = time.monotonic() - started
         assert "another queueguard upgrade held the runner lock" in message, message
         assert wait_s <= waited < wait_s + 5, waited
-        assert fingerprint(dsn) == before and revision(dsn) == "003"
+        assert upgrade_state(dsn) == before and revision(dsn) == "003"
     finally:
         holder.close()
     report = upgrade(dsn, progress=False, runner_wait_s=wait_s)
@@ -179,7 +173,7 @@ def report(result: Result) -> None:
         f"- exit codes: {dict(result.exit_codes)}",
         f"- bounded wait: {result.bounded_wait}",
     ]
-    _chaos.record(8, row, details)
+    record(8, row, details)
 
 
 def main() -> None:

@@ -23,8 +23,8 @@ makes ids visible in order, so:
   whose append did not commit was never started; nothing confirmed is lost;
 - the commit audit shows no stale write and ack levels that never move back.
 
-    /work/venv/bin/python bench/chaos_unknown_commit.py            # 500 cuts, writes the docs
-    /work/venv/bin/python bench/chaos_unknown_commit.py --faults 50 --no-docs
+    python -m bench.chaos_unknown_commit            # 500 cuts, writes the docs
+    python -m bench.chaos_unknown_commit --faults 50 --no-docs
 """
 
 from __future__ import annotations
@@ -39,10 +39,20 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-import _chaos
 import psycopg
-from _chaos import REPLY_LOST, REQUEST_LOST, ScratchServer, TcpProxy, say, seconds
 
+from bench.chaos.audit import (
+    check_audit,
+    check_task_audit,
+    committed_tasks,
+    install_audit,
+    read_audit,
+)
+from bench.chaos.databases import create_database, query
+from bench.chaos.proxy import REPLY_LOST, REQUEST_LOST, TcpProxy, wait_backend_gone
+from bench.chaos.report import record, say, seconds
+from bench.chaos.servers import ScratchServer
+from bench.chaos.workload import identity, rng
 from queueguard.core.history import task_payload
 from queueguard.core.keys import PhysicalQueue
 from queueguard.core.store import Execution
@@ -139,16 +149,16 @@ class Result:
 
 
 def run(*, faults: int = 500, seed: int | None = None, log: Any = say) -> Result:
-    rnd = _chaos.rng(seed)
+    rnd = rng(seed)
     logging.getLogger("psycopg.pool").setLevel(logging.ERROR)  # "discarding closed connection"
     password = "pw-" + secrets.token_urlsafe(12)
     with ScratchServer(tcp=True) as server:
         admin = server.admin_dsn()
-        _chaos.query(admin, f"CREATE ROLE qg_writer LOGIN PASSWORD '{password}'")
-        _chaos.create_database(admin, "chaos", owner="qg_writer")
+        query(admin, f"CREATE ROLE qg_writer LOGIN PASSWORD '{password}'")
+        create_database(admin, "chaos", owner="qg_writer")
         direct = server.tcp_dsn("qg_writer", password, "chaos")
         upgrade(direct, progress=False)
-        _chaos.install_audit(direct)
+        install_audit(direct)
         proxy = TcpProxy(server.port)
         setup = PostgresStore(direct, host_id="setup", pool_size=2)
         store = PostgresStore(
@@ -158,7 +168,7 @@ def run(*, faults: int = 500, seed: int | None = None, log: Any = say) -> Result
         )
         recorder = ReadRecorder(store)
         history = CountingHistory(store.history)
-        matching = Matching(recorder, "writer", history=history)  # type: ignore[arg-type]
+        matching = Matching(recorder, "writer", history=history)
         stop = threading.Event()
         lock = threading.Lock()
         confirmed: dict[tuple[str, int], int] = {}
@@ -178,7 +188,7 @@ def run(*, faults: int = 500, seed: int | None = None, log: Any = say) -> Result
             payload = None
             while not stop.is_set():
                 payload = payload or new_payload()
-                key = _chaos.identity(payload)
+                key = identity(payload)
                 started = time.monotonic()
                 try:
                     result = matching.add_task(Q, payload)
@@ -202,7 +212,7 @@ def run(*, faults: int = 500, seed: int | None = None, log: Any = say) -> Result
                     if delivery is None:
                         time.sleep(0.002)
                     else:
-                        delivered.add(_chaos.identity(delivery.data))
+                        delivered.add(identity(delivery.data))
                 except (psycopg.Error, QueueguardError) as exc:
                     with lock:
                         errors[type(exc).__name__] += 1
@@ -225,7 +235,7 @@ def run(*, faults: int = 500, seed: int | None = None, log: Any = say) -> Result
                         errors[type(exc).__name__] += 1
                 proxy.arm(TARGETS[target], mode)
                 cut = proxy.wait_cut(30)
-                _chaos.wait_backend_gone(admin, cut.backend_pid)
+                wait_backend_gone(admin, cut.backend_pid)
                 cuts[(target, mode)] += 1
                 if (i + 1) % 100 == 0:
                     log(f"  {i + 1}/{faults} cuts")
@@ -239,20 +249,20 @@ def run(*, faults: int = 500, seed: int | None = None, log: Any = say) -> Result
         # Drain what is left, as a new owner would after a restart (through the proxy).
         matching.unload(Q)
         while (delivery := matching.poll(Q)) is not None:
-            delivered.add(_chaos.identity(delivery.data))
+            delivered.add(identity(delivery.data))
         matching.shutdown()
 
         started = {
             (str(r), e)
-            for r, e in _chaos.query(
+            for r, e in query(
                 direct,
                 "SELECT run_id, scheduled_event_id FROM scheduled_tasks "
                 "WHERE started_at IS NOT NULL",
             )
         }
-        committed = {(r, e) for rows in _chaos.committed_tasks(direct).values() for _, r, e in rows}
-        audit = _chaos.check_audit(_chaos.read_audit(direct), (t0, t1))
-        violations = list(audit.violations) + _chaos.check_task_audit(direct, started)
+        committed = {(r, e) for rows in committed_tasks(direct).values() for _, r, e in rows}
+        audit = check_audit(read_audit(direct), (t0, t1))
+        violations = list(audit.violations) + check_task_audit(direct, started)
         skips = [
             f"read above {above} returned {ids[:5]}"
             for above, ids in recorder.reads
@@ -324,7 +334,7 @@ def report(result: Result) -> None:
         'checkpoint after the start makes `poll` raise; see "Findings")',
         f"- errors the host's callers saw: {dict(result.errors_seen)}",
     ]
-    _chaos.record(6, row, details)
+    record(6, row, details)
 
 
 def main() -> None:

@@ -12,8 +12,8 @@ until its server backend is gone, and check:
   (identical to the golden state) — never in between;
 - a rerun exits 0 and reaches the golden state.
 
-    /work/venv/bin/python bench/chaos_upgrade_kill.py              # 20 kills, 100k rows
-    /work/venv/bin/python bench/chaos_upgrade_kill.py --kills 3 --rows 5000 --no-docs
+    python -m bench.chaos_upgrade_kill              # 20 kills, 100k rows
+    python -m bench.chaos_upgrade_kill --kills 3 --rows 5000 --no-docs
 """
 
 from __future__ import annotations
@@ -25,114 +25,26 @@ import threading
 import time
 from collections import Counter
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
-import _chaos
-from _chaos import say, seconds
+from bench.chaos.databases import query, scratch_databases
+from bench.chaos.fingerprints import revision, upgrade_state
+from bench.chaos.report import record, say, seconds
+from bench.chaos.v3_database import build_template
+from bench.chaos.workload import rng
+from bench.commands import QUEUEGUARD
+from queueguard.pg.scratch import dbname_of
 
-from queueguard.pg import scratch
-from queueguard.upgrade.runner import upgrade
-
-QUEUEGUARD = str(Path(_chaos.PYTHON).with_name("queueguard"))
 CI_TEST = (
     "`tests/test_migrations.py::test_sigkill_mid_004_leaves_003_or_004_wholly_and_a_rerun_"
     "completes` (one kill, 200k rows; existing)"
 )
-FAMILIES = 10
-#: Every table the upgrade may touch; the migration ledger without its applied_at.
-TABLES = (
-    "executions",
-    "scheduled_tasks",
-    "tasks",
-    "task_queues",
-    "task_queue_user_data",
-    "runtime_protocol",
-    "queueguard_version",
-)
-
-
-def seed_v3(dsn: str, rows: int) -> None:
-    """`rows` task rows in the v0.3 shape, half in legacy auto queues; History for 90 % of
-    them (the rest get the unversioned directive), stale counters on some queues."""
-    per_queue = max(1, rows // (2 * FAMILIES))
-    queue = "'bulk/f' || f || '/workflow/0' || CASE WHEN v = 'auto' THEN '@auto' ELSE '' END"
-    run = "md5(f || v || i)::uuid"
-    _chaos.query(
-        dsn,
-        f"""
-        INSERT INTO task_queues (physical_queue, namespace, task_queue, task_type, partition,
-                                 version, range_id, ack_level, last_task_id)
-        SELECT {queue}, 'bulk', 'f' || f, 'workflow', 0, v, 2, 0,
-               CASE WHEN f % 3 = 0 THEN {per_queue} - 5 ELSE {per_queue} END
-        FROM generate_series(1, {FAMILIES}) f, unnest(ARRAY['', 'auto']) v;
-        INSERT INTO tasks (physical_queue, task_id, data, created_at)
-        SELECT {queue}, i, jsonb_build_object('task', jsonb_build_object(
-                   'namespace', 'bulk', 'workflowId', 'wf-' || f || v || i,
-                   'runId', {run}::text, 'kind', 'workflow', 'scheduledEventId', 1,
-                   'attempt', 1), 'enqueuedAt', '2024-05-01T12:00:00Z'),
-               '2024-05-01 12:00:00+00'::timestamptz + i * interval '1 second'
-        FROM generate_series(1, {FAMILIES}) f, unnest(ARRAY['', 'auto']) v,
-             generate_series(1, {per_queue}) i;
-        INSERT INTO executions (run_id, namespace, workflow_id, status, versioning_behavior,
-                                created_at)
-        SELECT {run}, 'bulk', 'wf-' || f || v || i, 'running',
-               CASE WHEN v = 'auto' THEN 'auto_upgrade' ELSE 'unversioned' END,
-               '2024-05-01 12:00:00+00'
-        FROM generate_series(1, {FAMILIES}) f, unnest(ARRAY['', 'auto']) v,
-             generate_series(1, {per_queue}) i
-        WHERE i % 10 <> 0;
-        INSERT INTO scheduled_tasks (run_id, scheduled_event_id, kind)
-        SELECT run_id, 1, 'workflow' FROM executions;
-        ANALYZE;
-        """,
-    )
-
-
-def build_template(admin: str, rows: int) -> str:
-    dsn = scratch.create_database(admin, prefix="qg_chaos_tpl")
-    upgrade(dsn, to="003", progress=False)
-    seed_v3(dsn, rows)
-    return dsn
-
-
-def fingerprint(dsn: str) -> dict[str, Any]:
-    """Every row of every table (md5), the ledger without timestamps, and the catalog."""
-    present = {
-        r[0]
-        for r in _chaos.query(dsn, "SELECT tablename FROM pg_tables WHERE schemaname = 'public'")
-    }
-    out: dict[str, Any] = {"tables": sorted(present)}
-    for table in TABLES:
-        if table in present:
-            out[table] = _chaos.query(
-                dsn,
-                f"SELECT count(*), md5(string_agg(t::text, '|' ORDER BY t::text)) FROM {table} t",
-            )[0]
-    if "queueguard_migrations" in present:
-        out["ledger"] = _chaos.query(
-            dsn, "SELECT revision, sha256 FROM queueguard_migrations ORDER BY 1"
-        )
-    out["constraints"] = _chaos.query(
-        dsn,
-        "SELECT conrelid::regclass::text, pg_get_constraintdef(oid) FROM pg_constraint "
-        "WHERE connamespace = 'public'::regnamespace ORDER BY 1, 2",
-    )
-    out["indexes"] = _chaos.query(
-        dsn, "SELECT indexdef FROM pg_indexes WHERE schemaname = 'public' ORDER BY 1"
-    )
-    return out
-
-
-def revision(dsn: str) -> str | None:
-    rows = _chaos.query(dsn, "SELECT version_num FROM queueguard_version")
-    return rows[0][0] if rows else None
 
 
 def wait_backend_gone(dsn: str, timeout: float = 60.0) -> float:
     started = time.monotonic()
     while time.monotonic() - started < timeout:
-        left = _chaos.query(
+        left = query(
             dsn,
             "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
             "AND application_name = 'queueguard-upgrade'",
@@ -228,19 +140,18 @@ def kill_once(dsn: str, delay: float) -> tuple[str, float]:
 
 
 def run(*, kills: int = 20, rows: int = 100_000, seed: int | None = None, log: Any = say) -> Result:
-    rnd = _chaos.rng(seed)
-    admin = _chaos.admin_dsn()
-    template = build_template(admin, rows)
-    name = scratch.dbname_of(template)
-    try:
-        before = fingerprint(template)
+    rnd = rng(seed)
+    with scratch_databases() as databases:
+        template = build_template(databases, rows)
+        name = dbname_of(template)
+        before = upgrade_state(template)
         total = before["tasks"][0]
-        reference = scratch.create_database(admin, template=name, prefix="qg_chaos")
+        reference = databases.create(template=name)
         try:
             locked_s, full_s = first_step_at(reference)
-            golden = fingerprint(reference)
+            golden = upgrade_state(reference)
         finally:
-            scratch.drop_database(admin, scratch.dbname_of(reference))
+            databases.drop(reference)
         assert golden["tasks"][0] == total
         result = Result(total, full_s)
         log(
@@ -251,11 +162,11 @@ def run(*, kills: int = 20, rows: int = 100_000, seed: int | None = None, log: A
         # (imports, connect, runner lock) is covered by the first part of the window.
         window = (locked_s * 0.7, full_s)
         for i in range(kills):
-            dsn = scratch.create_database(admin, template=name, prefix="qg_chaos")
+            dsn = databases.create(template=name)
             try:
                 delay = rnd.uniform(*window)
                 phase, gone = kill_once(dsn, delay)
-                found = fingerprint(dsn)
+                found = upgrade_state(dsn)
                 state = revision(dsn) if "queueguard_version" in found["tables"] else None
                 if state == "003" and found != before:
                     result.violations.append(f"kill {i + 1} ({phase}): at 003 but changed")
@@ -264,7 +175,7 @@ def run(*, kills: int = 20, rows: int = 100_000, seed: int | None = None, log: A
                 elif state not in ("003", "004"):
                     result.violations.append(f"kill {i + 1} ({phase}): revision {state}")
                 rerun_s, done = timed_upgrade(dsn)
-                if done.returncode != 0 or fingerprint(dsn) != golden:
+                if done.returncode != 0 or upgrade_state(dsn) != golden:
                     result.violations.append(
                         f"kill {i + 1}: rerun rc {done.returncode}, not golden"
                     )
@@ -274,9 +185,7 @@ def run(*, kills: int = 20, rows: int = 100_000, seed: int | None = None, log: A
                     f"in {gone:.2f} s; rerun {rerun_s:.2f} s"
                 )
             finally:
-                scratch.drop_database(admin, scratch.dbname_of(dsn))
-    finally:
-        scratch.drop_database(admin, name)
+                databases.drop(dsn)
     return result
 
 
@@ -308,7 +217,7 @@ def report(result: Result) -> None:
             f"| {a.delay:.2f} s | {a.phase} | {a.state} | {seconds(a.backend_gone_s)} "
             f"| {seconds(a.rerun_s)} |"
         )
-    _chaos.record(3, row, details)
+    record(3, row, details)
 
 
 def main() -> None:

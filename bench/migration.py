@@ -20,8 +20,8 @@ What it does (results: docs/benchmarks.md, "Migration"):
 
 Run from the repository root:
 
-    /work/venv/bin/python bench/migration.py            # full size (1,000,000 rows)
-    /work/venv/bin/python bench/migration.py --rows 100000 --v2-rows 0
+    python -m bench.migration            # full size (1,000,000 rows)
+    python -m bench.migration --rows 100000 --v2-rows 0
 
 The server is the one tests use (`QUEUEGUARD_PG`, embedded by default) or `--admin-dsn`.
 Scratch databases are dropped at the end unless `--keep`.
@@ -34,158 +34,21 @@ import json
 import os
 import statistics
 import subprocess
-import sys
 import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import psycopg
 
+from bench.commands import QUEUEGUARD, ROOT
+from bench.migration_databases import build_v2, build_v3, log
 from queueguard.pg import scratch
-from queueguard.upgrade.runner import upgrade
+from queueguard.pg.scratch import ScratchDatabases
 
-ROOT = Path(__file__).resolve().parent.parent
-QUEUEGUARD = Path(sys.executable).with_name("queueguard")
 LOCKED_TABLES = ("task_queues", "tasks", "runtime_protocol")
 UNVERSIONED = '{"behavior": "unversioned", "deploymentVersion": null}'
-
-
-def log(message: str) -> None:
-    print(f"[bench] {message}", file=sys.stderr, flush=True)
-
-
-# --- building the v0.3 database ---------------------------------------------------------
-
-
-def _payload(run_expr: str, workflow_expr: str, kind_expr: str) -> str:
-    """SQL for a task payload in the released shape (same since 001)."""
-    return (
-        "jsonb_build_object('task', jsonb_build_object("
-        f"'namespace', 'bench', 'workflowId', {workflow_expr}, 'runId', {run_expr}, "
-        f"'kind', {kind_expr}, 'scheduledEventId', 5, 'attempt', 1), "
-        "'enqueuedAt', '2024-05-01T12:00:00Z')"
-    )
-
-
-def _queue_key(q: str, version_suffix: str) -> str:
-    """SQL for `bench/family-<q>/<type>/<partition>[@version]` (all components URL-safe)."""
-    return (
-        f"'bench/family-' || {q} || '/' || "
-        f"(CASE WHEN {q} % 2 = 0 THEN 'workflow' ELSE 'activity' END) || '/' || ({q} % 4)::text"
-        f" || '{version_suffix}'"
-    )
-
-
-def build_v3(admin: str, rows: int, queues: int) -> str:
-    """A v0.3 database with the benchmark's data; returns its DSN."""
-    per_queue = rows // queues
-    kept = rows // 10
-    half = queues // 2
-    per_kept_queue = max(kept // 2 // max(half, 1), 1)
-    dsn = scratch.create_database(admin, prefix="qgbench")
-    upgrade(dsn, to="003", progress=False)
-    kind = "CASE WHEN q % 2 = 0 THEN 'workflow' ELSE 'activity' END"
-    started = time.monotonic()
-    with psycopg.connect(dsn, autocommit=True) as conn:
-        conn.execute("SET synchronous_commit = off")
-        # Legacy auto backlogs: run ids g = q * per_queue + i.
-        auto_run = f"md5('run' || (q * {per_queue} + i))::uuid::text"
-        conn.execute(
-            f"""
-            INSERT INTO task_queues (physical_queue, namespace, task_queue, task_type,
-                                     partition, version, range_id, ack_level, last_task_id)
-            SELECT {_queue_key("q", "@auto")}, 'bench', 'family-' || q,
-                   CASE WHEN q % 2 = 0 THEN 'workflow' ELSE 'activity' END, q % 4, 'auto',
-                   3, 0, {per_queue}
-            FROM generate_series(0, {queues - 1}) q;
-            INSERT INTO tasks (physical_queue, task_id, data, created_at)
-            SELECT {_queue_key("q", "@auto")}, i,
-                   {_payload(auto_run, f"'wf-' || (q * {per_queue} + i)", kind)},
-                   timestamptz '2024-05-01' + i * interval '1 ms'
-            FROM generate_series(0, {queues - 1}) q, generate_series(1, {per_queue}) i;
-            """
-        )
-        log(f"auto rows: {queues * per_queue} ({time.monotonic() - started:.1f}s)")
-        # Default queues (destinations of the first half of the auto queues; every fifth has
-        # a stale last_task_id) and pinned queues: run ids offset by `rows`.
-        default_run = f"md5('run' || ({rows} + q * {per_kept_queue} + i))::uuid::text"
-        pinned_run = f"md5('run' || ({rows + kept} + q * {per_kept_queue} + i))::uuid::text"
-        conn.execute(
-            f"""
-            INSERT INTO task_queues (physical_queue, namespace, task_queue, task_type,
-                                     partition, version, range_id, ack_level, last_task_id)
-            SELECT {_queue_key("q", "")}, 'bench', 'family-' || q,
-                   CASE WHEN q % 2 = 0 THEN 'workflow' ELSE 'activity' END, q % 4, '',
-                   7, 0, CASE WHEN q % 5 = 0 THEN {per_kept_queue} - 5 ELSE {per_kept_queue} END
-            FROM generate_series(0, {half - 1}) q;
-            INSERT INTO tasks (physical_queue, task_id, data, created_at)
-            SELECT {_queue_key("q", "")}, i,
-                   {_payload(default_run, "'wf-d-' || i", kind)},
-                   timestamptz '2024-05-02' + i * interval '1 ms'
-            FROM generate_series(0, {half - 1}) q, generate_series(1, {per_kept_queue}) i;
-            INSERT INTO task_queues (physical_queue, namespace, task_queue, task_type,
-                                     partition, version, range_id, ack_level, last_task_id)
-            SELECT {_queue_key("q", "@dep.build-1")}, 'bench', 'family-' || q,
-                   CASE WHEN q % 2 = 0 THEN 'workflow' ELSE 'activity' END, q % 4,
-                   'dep.build-1', 2, 0, {per_kept_queue}
-            FROM generate_series(0, {half - 1}) q;
-            INSERT INTO tasks (physical_queue, task_id, data, created_at)
-            SELECT {_queue_key("q", "@dep.build-1")}, i,
-                   {_payload(pinned_run, "'wf-p-' || i", kind)},
-                   timestamptz '2024-05-03' + i * interval '1 ms'
-            FROM generate_series(0, {half - 1}) q, generate_series(1, {per_kept_queue}) i;
-            """
-        )
-        log(f"default + pinned rows: {2 * half * per_kept_queue}")
-        # One execution per task row; every hundredth run is unknown to History.
-        conn.execute(
-            f"""
-            INSERT INTO executions (run_id, namespace, workflow_id, status,
-                                    versioning_behavior, deployment_version)
-            SELECT md5('run' || g)::uuid, 'bench', 'wf-' || g, 'running',
-                   CASE WHEN g <= {rows} THEN 'auto_upgrade'
-                        WHEN g <= {rows + kept} THEN 'unversioned' ELSE 'pinned' END,
-                   CASE WHEN g <= {rows} THEN 'dep.build-2'
-                        WHEN g <= {rows + kept} THEN NULL ELSE 'dep.build-1' END
-            FROM generate_series(1, {rows + 2 * kept}) g
-            WHERE g % 100 <> 0;
-            """
-        )
-        conn.execute("VACUUM ANALYZE")
-        total = conn.execute("SELECT count(*) FROM tasks").fetchone()
-    log(
-        f"v0.3 database built: {total[0] if total else 0} task rows "
-        f"({time.monotonic() - started:.1f}s)"
-    )
-    return dsn
-
-
-def build_v2(admin: str, rows: int, queues: int) -> str:
-    """A v0.2 database whose spool holds `rows` rows (auto, default, pinned, odd names)."""
-    dsn = scratch.create_database(admin, prefix="qgbench")
-    upgrade(dsn, to="002", progress=False)
-    started = time.monotonic()
-    with psycopg.connect(dsn, autocommit=True) as conn:
-        conn.execute(
-            f"""
-            INSERT INTO tasks (namespace, task_queue, task_type, partition, version, data,
-                               created_at)
-            SELECT CASE WHEN g % 7 = 0 THEN 'ns with space/é' ELSE 'bench' END,
-                   'family-' || (g % {queues}),
-                   CASE WHEN g % 2 = 0 THEN 'workflow' ELSE 'activity' END,
-                   g % 4,
-                   CASE g % 3 WHEN 0 THEN '' WHEN 1 THEN 'auto' ELSE 'dep.build-1' END,
-                   {_payload("md5('run' || g)::uuid::text", "'wf-' || g", "'workflow'")},
-                   timestamptz '2024-05-01' + g * interval '1 ms'
-            FROM generate_series(1, {rows}) g;
-            """
-        )
-        conn.execute("VACUUM ANALYZE")
-    log(f"v0.2 database built: {rows} spool rows ({time.monotonic() - started:.1f}s)")
-    return dsn
 
 
 # --- measuring -----------------------------------------------------------------------------
@@ -371,29 +234,22 @@ def content_digest(dsn: str) -> dict[str, str]:
 # --- main ------------------------------------------------------------------------------------
 
 
-def bench_004(admin: str, rows: int, queues: int, repeat: int, keep: bool) -> dict[str, Any]:
-    source = build_v3(admin, rows, queues)
+def bench_004(databases: ScratchDatabases, rows: int, queues: int, repeat: int) -> dict[str, Any]:
+    source = build_v3(databases, rows, queues)
     source_name = scratch.dbname_of(source)
-    created = [source_name]
     tool_runs: list[ProcessRun] = []
     minimal_runs: list[tuple[float, list[tuple[str, float]]]] = []
-    try:
-        for _ in range(repeat):
-            a = scratch.create_database(admin, template=source_name, prefix="qgbench")
-            b = scratch.create_database(admin, template=source_name, prefix="qgbench")
-            created += [scratch.dbname_of(a), scratch.dbname_of(b)]
-            minimal_runs.append(run_minimal(b))
-            log(f"minimal SQL: {minimal_runs[-1][0]:.2f}s")
-            tool_runs.append(run_upgrade_process(a, "004"))
-            log(f"queueguard upgrade: {tool_runs[-1].wall_s:.2f}s")
-            if content_digest(a) != content_digest(b):
-                raise SystemExit("queueguard upgrade and the minimal SQL disagree on contents")
-        with psycopg.connect(source) as conn:
-            total_rows = int(_scalar(conn, "SELECT count(*) FROM tasks"))
-    finally:
-        if not keep:
-            for name in created:
-                scratch.drop_database(admin, name)
+    for _ in range(repeat):
+        a = databases.create(template=source_name)
+        b = databases.create(template=source_name)
+        minimal_runs.append(run_minimal(b))
+        log(f"minimal SQL: {minimal_runs[-1][0]:.2f}s")
+        tool_runs.append(run_upgrade_process(a, "004"))
+        log(f"queueguard upgrade: {tool_runs[-1].wall_s:.2f}s")
+        if content_digest(a) != content_digest(b):
+            raise SystemExit("queueguard upgrade and the minimal SQL disagree on contents")
+    with psycopg.connect(source) as conn:
+        total_rows = int(_scalar(conn, "SELECT count(*) FROM tasks"))
     tool = statistics.median(r.wall_s for r in tool_runs)
     minimal = statistics.median(m[0] for m in minimal_runs)
     last = tool_runs[-1]
@@ -419,21 +275,13 @@ def bench_004(admin: str, rows: int, queues: int, repeat: int, keep: bool) -> di
     }
 
 
-def bench_003(admin: str, rows: int, queues: int, repeat: int, keep: bool) -> dict[str, Any]:
-    source = build_v2(admin, rows, queues)
-    source_name = scratch.dbname_of(source)
-    created = [source_name]
+def bench_003(databases: ScratchDatabases, rows: int, queues: int, repeat: int) -> dict[str, Any]:
+    source_name = scratch.dbname_of(build_v2(databases, rows, queues))
     runs: list[ProcessRun] = []
-    try:
-        for _ in range(repeat):
-            clone = scratch.create_database(admin, template=source_name, prefix="qgbench")
-            created.append(scratch.dbname_of(clone))
-            runs.append(run_upgrade_process(clone, "003"))
-            log(f"queueguard upgrade --to 003: {runs[-1].wall_s:.2f}s")
-    finally:
-        if not keep:
-            for name in created:
-                scratch.drop_database(admin, name)
+    for _ in range(repeat):
+        clone = databases.create(template=source_name)
+        runs.append(run_upgrade_process(clone, "003"))
+        log(f"queueguard upgrade --to 003: {runs[-1].wall_s:.2f}s")
     wall = statistics.median(r.wall_s for r in runs)
     return {
         "rows": rows,
@@ -461,12 +309,15 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     admin = args.admin_dsn or scratch.server_dsn()
     os.chdir(ROOT)
-    result: dict[str, Any] = {
-        "004": bench_004(admin, args.rows, args.queues, args.repeat, args.keep)
-    }
-    v2_rows = args.rows if args.v2_rows is None else args.v2_rows
-    if v2_rows:
-        result["003"] = bench_003(admin, v2_rows, args.queues, args.repeat, args.keep)
+    databases = ScratchDatabases(admin, prefix="qgbench")
+    try:
+        result: dict[str, Any] = {"004": bench_004(databases, args.rows, args.queues, args.repeat)}
+        v2_rows = args.rows if args.v2_rows is None else args.v2_rows
+        if v2_rows:
+            result["003"] = bench_003(databases, v2_rows, args.queues, args.repeat)
+    finally:
+        if not args.keep:
+            databases.drop_all()
     print(json.dumps(result, indent=2))
     return 0
 

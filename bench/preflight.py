@@ -19,8 +19,8 @@ What it measures, in one run on one server:
 
 Run from the repository root (embedded server by default, or `--admin-dsn`):
 
-    /work/venv/bin/python bench/preflight.py                 # 1,000,000 rows
-    /work/venv/bin/python bench/preflight.py --rows 100000 --no-docs
+    python -m bench.preflight                 # 1,000,000 rows
+    python -m bench.preflight --rows 100000 --no-docs
 
 With `--docs` (default) the figures replace the "## Preflight" section of docs/benchmarks.md
 (other sections are kept). Scratch databases are dropped unless `--keep`.
@@ -31,7 +31,6 @@ from __future__ import annotations
 import argparse
 import multiprocessing
 import os
-import platform
 import statistics
 import sys
 import tempfile
@@ -43,14 +42,16 @@ from typing import Any
 
 import psycopg
 
+from bench.commands import ROOT
+from bench.doc_sections import replace_section
+from bench.preflight_report import SECTION, render
 from queueguard.pg import scratch
+from queueguard.pg.scratch import ScratchDatabases
 from queueguard.pg.sqlfiles import queries
 from queueguard.upgrade.preflight import APPLICATION_NAME, PreflightReport, preflight
 from queueguard.upgrade.runner import upgrade
 
-ROOT = Path(__file__).resolve().parent.parent
 DOCS = ROOT / "docs" / "benchmarks.md"
-SECTION = "## Preflight"
 LOCK_RANK = [
     "AccessShareLock",
     "RowShareLock",
@@ -102,8 +103,8 @@ INSERT INTO task_queues VALUES ('bench/writer/workflow/0', 'bench', 'writer', 'w
 """
 
 
-def build(admin: str, rows: int) -> str:
-    dsn = scratch.create_database(admin, prefix="qg_bench")
+def build(databases: ScratchDatabases, rows: int) -> str:
+    dsn = databases.create()
     started = time.monotonic()
     try:
         upgrade(dsn, to="003", progress=False)
@@ -114,7 +115,7 @@ def build(admin: str, rows: int) -> str:
         with psycopg.connect(dsn, autocommit=True) as conn:
             conn.execute("VACUUM (ANALYZE) executions, task_queues, tasks")
     except BaseException:
-        scratch.drop_database(admin, scratch.dbname_of(dsn))
+        databases.drop(dsn)
         raise
     log(f"built {rows:,} task rows in {time.monotonic() - started:.1f}s")
     return dsn
@@ -270,8 +271,8 @@ def contention(dsn: str, runs: int) -> dict[str, Any]:
 
 
 # 4: calibration of the estimates ----------------------------------------------------------
-def calibrate(admin: str, dsn: str, report: PreflightReport) -> dict[str, Any]:
-    clone = scratch.create_database(admin, template=scratch.dbname_of(dsn), prefix="qg_bench")
+def calibrate(databases: ScratchDatabases, dsn: str, report: PreflightReport) -> dict[str, Any]:
+    clone = databases.create(template=scratch.dbname_of(dsn))
     try:
         with psycopg.connect(clone, autocommit=True) as conn:
             size_sql = "SELECT pg_table_size('tasks') + pg_indexes_size('tasks')"
@@ -286,7 +287,7 @@ def calibrate(admin: str, dsn: str, report: PreflightReport) -> dict[str, Any]:
                 "SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), %s)", (lsn[0] if lsn else None,)
             ).fetchone()
     finally:
-        scratch.drop_database(admin, scratch.dbname_of(clone))
+        databases.drop(clone)
     found = {f.code: f for f in report.findings}
     rows = found["estimate.rows_rewritten"].count
     return {
@@ -301,78 +302,6 @@ def calibrate(admin: str, dsn: str, report: PreflightReport) -> dict[str, Any]:
         "rows": rows,
         "relocated": found["estimate.rows_relocated"].count,
     }
-
-
-# report -------------------------------------------------------------------------------------
-def mb(n: float) -> str:
-    return f"{n / 1024 / 1024:,.0f} MB"
-
-
-def render(args: argparse.Namespace, server: str, t: dict[str, Any]) -> str:
-    c, k = t["contention"], t["calibration"]
-    ratio = t["preflight_s"] / t["scan_s"]
-    lines = [
-        SECTION,
-        "",
-        f"Command: `/work/venv/bin/python bench/preflight.py --rows {args.rows}` "
-        f"({time.strftime('%Y-%m-%d')}; {server}; {os.cpu_count()} CPUs, "
-        f"Python {platform.python_version()}; load average {t['load'][0]:.1f} at the start, "
-        f"{t['load'][1]:.1f} at the end: the machine was shared).",
-        "",
-        f"v0.3 database: {args.rows:,} task rows in 1,000 queues (100 legacy `@auto` queues "
-        f"holding {k['relocated']:,} rows), {max(args.rows // 5, 1):,} executions; "
-        "VACUUM ANALYZE after loading. Medians of "
-        f"{args.rounds} alternating rounds.",
-        "",
-        "| measure | result | target |",
-        "|---|---|---|",
-        f"| preflight, whole (connect, every audit file, rollback) | {t['preflight_s']:.2f} s | |",
-        f"| one sequential scan reading every payload (`SELECT sum(length(data::text)) FROM "
-        f"tasks`) | {t['scan_s']:.2f} s | |",
-        f"| ratio preflight / scan | **{ratio:.2f}** | <= 3 |",
-        f"| strongest lock preflight held (pg_locks, sampled every ~3 ms, "
-        f"{c['observer_samples']:,} samples) | **{c['strongest']}** "
-        f"(seen: {', '.join(c['modes'])}) | ACCESS SHARE |",
-        f"| times the concurrent v0.3 writer waited on a lock held by preflight "
-        f"(`pg_blocking_pids`) | **{c['lock_waits']}** | 0 |",
-        f"| writer p50 / p99 without preflight ({c['runs']} idle windows as long, "
-        f"interleaved; {c['ops_alone']:,} ops) | "
-        f"{c['p50_alone']:.2f} / {c['p99_alone']:.2f} ms | |",
-        f"| writer p50 / p99 during preflight ({c['runs']} runs) "
-        f"({c['ops_during']:,} ops) | {c['p50_during']:.2f} / **{c['p99_during']:.2f}** ms | "
-        "p99 <= 2x |",
-        f"| p99 ratio during / without | **{c['p99_during'] / max(c['p99_alone'], 1e-9):.2f}** "
-        "| <= 2 |",
-        "",
-        "Per-check time of one preflight (the data pass over tasks dominates):",
-        "",
-        "| check file | seconds |",
-        "|---|---|",
-        *[f"| `{name}` | {s:.3f} |" for name, s in t["per_file"]],
-        "",
-        "Calibration of the `estimate.*` findings against 004 applied to a clone of the same "
-        "database (`queueguard.upgrade.runner.upgrade`):",
-        "",
-        "| | preflight estimated | measured |",
-        "|---|---|---|",
-        f"| ACCESS EXCLUSIVE hold (004's transaction) | {k['est_seconds']} s | "
-        f"{k['seconds']:.1f} s whole upgrade ({k['rows_per_s']:,.0f} rows/s) |",
-        f"| extra disk (tasks heap + indexes) | {mb(k['est_disk'])} | {mb(k['grown'])} |",
-        f"| WAL | {mb(k['est_wal'])} | {mb(k['wal'])} |",
-        "",
-        "Notes: the writer is a protocol-3 host, so each preflight also reported "
-        "`runtime.older_hosts` (as it should"
-        + (")." if c["older_hosts_reported"] else "; it did NOT, investigate).")
-        + " Latency during preflight rises with CPU and I/O sharing on this "
-        f"{os.cpu_count()}-CPU machine, not with locks: the writer never waited on one. "
-        "The rate behind `estimate.lock_hold` (`queueguard.rewrite_rows_per_s`, default in "
-        "`audit_queries/003_estimate_cost.sql`) comes from this calibration; measure yours "
-        "with `queueguard rehearse` on a copy and set it for a better estimate. Figures move "
-        "with the load of the machine: see the spread over several runs in docs/preflight.md, "
-        '"Cost".',
-        "",
-    ]
-    return "\n".join(lines)
 
 
 def per_file(dsn: str) -> list[tuple[str, float]]:
@@ -392,18 +321,6 @@ def per_file(dsn: str) -> list[tuple[str, float]]:
     return timings
 
 
-def write_docs(section: str) -> None:
-    text = DOCS.read_text(encoding="utf-8") if DOCS.exists() else "# Benchmarks\n"
-    start = text.find(f"\n{SECTION}\n")
-    if start >= 0:
-        end = text.find("\n## ", start + len(SECTION) + 2)
-        rest = text[end + 1 :] if end >= 0 else ""
-        text = text[: start + 1] + section.rstrip("\n") + "\n" + ("\n" + rest if rest else "")
-    else:
-        text = text.rstrip("\n") + "\n\n" + section
-    DOCS.write_text(text.rstrip("\n") + "\n", encoding="utf-8")
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rows", type=int, default=1_000_000)
@@ -419,7 +336,8 @@ def main() -> int:
         source = os.environ.get("QUEUEGUARD_PG", "embedded")
         server = f"PostgreSQL {row[0] if row else '?'} ({source})"
     load_start = os.getloadavg()[0]
-    dsn = build(admin, args.rows)
+    databases = ScratchDatabases(admin, prefix="qg_bench")
+    dsn = build(databases, args.rows)
     try:
         time_scan(dsn)  # warm the cache for both
         scans, runs = [], []
@@ -437,16 +355,16 @@ def main() -> int:
         }
         results["contention"] = contention(dsn, args.contention_runs)
         log(f"contention {results['contention']}")
-        results["calibration"] = calibrate(admin, dsn, report)
+        results["calibration"] = calibrate(databases, dsn, report)
         log(f"calibration {results['calibration']}")
     finally:
         if not args.keep:
-            scratch.drop_database(admin, scratch.dbname_of(dsn))
+            databases.drop_all()
     results["load"] = (load_start, os.getloadavg()[0])
     section = render(args, server, results)
     print(section)
     if args.docs:
-        write_docs(section)
+        replace_section(DOCS, section)
         log(f"wrote the {SECTION!r} section of {DOCS}")
     return 0
 

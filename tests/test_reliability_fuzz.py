@@ -1,15 +1,15 @@
 """Reliability, CI scale: hostile input (docs/reliability.md scenario 7).
 
-Strategies and properties live in `bench/chaos_fuzz.py` (the full-scale run uses them too):
-every input is accepted correctly or rejected with a typed error, and nothing is partially
-written. 1,000 examples per pure target; 100 where each example touches a database or runs
-the CLI in-process; the spawned-CLI target runs 20 here and 200 in the bench.
+Strategies and properties live in `bench/chaos/fuzz/` (the full-scale run,
+`python -m bench.chaos_fuzz`, uses them too): every input is accepted correctly or rejected
+with a typed error, and nothing is partially written. 1,000 examples per pure target; 100
+where each example touches a database or runs the CLI in-process; the spawned-CLI target
+runs 20 here and 200 in the bench.
 """
 
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -17,10 +17,19 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
-
-import chaos_fuzz as fuzz
-
+from bench.chaos.fuzz.cli_inputs import command_lines, fixture_names
+from bench.chaos.fuzz.cli_targets import CliTarget, FixtureTarget, run_main
+from bench.chaos.fuzz.hostile_names import components, names
+from bench.chaos.fuzz.injection_target import Injection
+from bench.chaos.fuzz.queue_keys import check_key, key_inputs
+from bench.chaos.fuzz.snapshot_documents import (
+    documents,
+    dump,
+    mutated_documents,
+    snapshot_inputs,
+    storable_json,
+)
+from bench.chaos.fuzz.snapshot_targets import Importer, check_snapshot
 from queueguard import snapshot
 from queueguard.errors import SnapshotError, UsageError
 from queueguard.pg.targets import parse_duration_ms
@@ -36,26 +45,24 @@ DB = settings(
 
 
 @PURE
-@given(fuzz.key_inputs)
+@given(key_inputs)
 def test_queue_key_decoder(key: str) -> None:
-    fuzz.check_key(key)
+    check_key(key)
 
 
 @PURE
-@given(fuzz.snapshot_inputs)
+@given(snapshot_inputs)
 def test_snapshot_validation(raw: str | bytes) -> None:
-    fuzz.check_snapshot(raw)
+    check_snapshot(raw)
 
 
 def test_snapshot_importer_on_postgresql(head_db: str) -> None:
     # an empty head database, as `snapshot import` leaves it before loading
-    target = fuzz.Importer(head_db)
+    target = Importer(head_db)
     try:
 
         @DB
-        @given(
-            st.one_of(fuzz.documents().map(fuzz._dump), fuzz.mutated_documents().map(fuzz._dump))
-        )
+        @given(st.one_of(documents().map(dump), mutated_documents().map(dump)))
         def prop(raw: str) -> None:
             target.check(raw)
 
@@ -65,11 +72,11 @@ def test_snapshot_importer_on_postgresql(head_db: str) -> None:
 
 
 def test_sql_injection_round_trips_as_data(head_db: str) -> None:
-    target = fuzz.Injection(head_db)
+    target = Injection(head_db)
     try:
 
         @DB
-        @given(fuzz.components, fuzz.names, fuzz.storable_json)
+        @given(components, names, storable_json)
         def prop(comp: Any, workflow: str, data: Any) -> None:
             target.check(comp, workflow, data)
 
@@ -79,11 +86,11 @@ def test_sql_injection_round_trips_as_data(head_db: str) -> None:
 
 
 def test_fixture_loading_from_the_cli(pg_admin_dsn: str) -> None:
-    target = fuzz.FixtureTarget(pg_admin_dsn)
+    target = FixtureTarget(pg_admin_dsn)
     try:
 
         @DB
-        @given(fuzz.fixture_names, st.sampled_from(["empty", "empty", "loaded", "foreign"]))
+        @given(fixture_names, st.sampled_from(["empty", "empty", "loaded", "foreign"]))
         def prop(name: str, kind: str) -> None:
             target.check(name, kind)
 
@@ -94,11 +101,11 @@ def test_fixture_loading_from_the_cli(pg_admin_dsn: str) -> None:
 
 @pytest.mark.parametrize(("spawn", "examples"), [(False, 100), (True, 20)])
 def test_cli_arguments(pg_admin_dsn: str, tmp_path: Path, spawn: bool, examples: int) -> None:
-    target = fuzz.CliTarget(pg_admin_dsn, tmp_path / "files", spawn)
+    target = CliTarget(pg_admin_dsn, tmp_path / "files", spawn)
     try:
 
         @settings(DB, max_examples=examples)
-        @given(fuzz.command_lines(target.dsn, target.files))
+        @given(command_lines(target.dsn, target.files))
         def prop(argv: list[str]) -> None:
             target.check(argv)
 
@@ -172,11 +179,11 @@ def test_negative_retries_and_huge_durations_are_usage_errors(empty_db: str) -> 
     with pytest.raises(UsageError, match="too long"):
         parse_duration_ms("99999999999s")
     assert parse_duration_ms("2147483647ms") == 2**31 - 1
-    code, _, err = fuzz.run_main(["preflight", "--dsn", empty_db, "--lock-timeout", "9999999999s"])
+    code, _, err = run_main(["preflight", "--dsn", empty_db, "--lock-timeout", "9999999999s"])
     assert code == 2 and "too long" in err
     # each fits, but preflight's idle timeout is their sum (found by the CLI fuzz)
     argv = ["preflight", "--dsn", empty_db, "--statement-timeout", "2147483647ms"]
-    code, _, err = fuzz.run_main(argv)
+    code, _, err = run_main(argv)
     assert code == 2 and "together may not exceed" in err
     with pytest.raises(UsageError):
         preflight(empty_db, lock_timeout_ms=2**40)
@@ -186,5 +193,5 @@ def test_lint_survives_a_deeply_nested_file(tmp_path: Path) -> None:
     """Found by the CLI fuzz (RecursionError in sqlglot); fixed in lint/model.py."""
     deep = tmp_path / "deep.sql"
     deep.write_text("[" * 50_000 + "]" * 50_000 + "\n")  # not SQL at all, deeply nested
-    code, _, err = fuzz.run_main(["lint", str(deep)])
+    code, _, err = run_main(["lint", str(deep)])
     assert code in (1, 2) and "Traceback" not in err

@@ -1,46 +1,42 @@
 """Reliability, CI scale: unknown commit outcomes and database restarts (docs/reliability.md).
 
 Both run on private scratch servers under /tmp (never the shared embedded server): scenario
-6 behind the in-process TCP proxy of `bench/_chaos.py`, scenario 5 stopping and starting it.
+6 behind the in-process TCP proxy of `bench/chaos/proxy.py`, scenario 5 stopping and
+starting it.
 """
 
 from __future__ import annotations
 
 import secrets
-import sys
 from collections.abc import Iterator
-from pathlib import Path
 
 import psycopg
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
-
-import _chaos
-import chaos_connection
-import chaos_unknown_commit
+from bench import chaos_connection, chaos_unknown_commit
+from bench.chaos.databases import create_database, query
+from bench.chaos.proxy import REPLY_LOST, REQUEST_LOST, TcpProxy, wait_backend_gone
+from bench.chaos.servers import ScratchServer
 
 
 @pytest.fixture(scope="module")
-def tcp_server() -> Iterator[tuple[_chaos.ScratchServer, str]]:
+def tcp_server() -> Iterator[tuple[ScratchServer, str]]:
     password = "pw-" + secrets.token_hex(6)
-    with _chaos.ScratchServer(tcp=True) as server:
-        _chaos.query(server.admin_dsn(), f"CREATE ROLE qg_proxy LOGIN PASSWORD '{password}'")
-        _chaos.create_database(server.admin_dsn(), "proxied", owner="qg_proxy")
+    with ScratchServer(tcp=True) as server:
+        query(server.admin_dsn(), f"CREATE ROLE qg_proxy LOGIN PASSWORD '{password}'")
+        create_database(server.admin_dsn(), "proxied", owner="qg_proxy")
         yield server, password
 
 
-@pytest.mark.parametrize(
-    ("mode", "committed"), [(_chaos.REPLY_LOST, True), (_chaos.REQUEST_LOST, False)]
-)
+@pytest.mark.parametrize(("mode", "committed"), [(REPLY_LOST, True), (REQUEST_LOST, False)])
 def test_the_proxy_cuts_after_the_commit_was_sent(
-    tcp_server: tuple[_chaos.ScratchServer, str], mode: str, committed: bool
+    tcp_server: tuple[ScratchServer, str], mode: str, committed: bool
 ) -> None:
     """The fault itself: the client cannot tell the two modes apart; the server can."""
     server, password = tcp_server
     direct = server.tcp_dsn("qg_proxy", password, "proxied")
-    _chaos.query(direct, "CREATE TABLE IF NOT EXISTS cut (id int)")
-    proxy = _chaos.TcpProxy(server.port)
+    query(direct, "CREATE TABLE IF NOT EXISTS cut (id int)")
+    proxy = TcpProxy(server.port)
     try:
         marker = secrets.randbelow(10**9)
         via_proxy = server.tcp_dsn("qg_proxy", password, "proxied", port=proxy.port)
@@ -50,8 +46,8 @@ def test_the_proxy_cuts_after_the_commit_was_sent(
             with pytest.raises(psycopg.OperationalError):
                 conn.execute("INSERT INTO cut VALUES (%s)", (marker,))
         cut = proxy.wait_cut()
-        _chaos.wait_backend_gone(server.admin_dsn(), cut.backend_pid)
-        rows = _chaos.query(direct, "SELECT count(*) FROM cut WHERE id = %s", (marker,))
+        wait_backend_gone(server.admin_dsn(), cut.backend_pid)
+        rows = query(direct, "SELECT count(*) FROM cut WHERE id = %s", (marker,))
         assert rows == [(1 if committed else 0,)]
         assert cut.mode == mode and "INSERT INTO cut" in cut.statement
     finally:
@@ -63,8 +59,8 @@ def test_unknown_commit_outcome() -> None:
     consecutive, committed tasks all start, rolled-back ones never do."""
     result = chaos_unknown_commit.run(faults=24, seed=8, log=print)
     print(result.as_json())
-    assert result.faults[("append", _chaos.REPLY_LOST)] > 0
-    assert result.faults[("append", _chaos.REQUEST_LOST)] > 0
+    assert result.faults[("append", REPLY_LOST)] > 0
+    assert result.faults[("append", REQUEST_LOST)] > 0
     assert not result.violations, result.violations
     assert result.lost == 0 and not result.skips and result.reads > 0
 
@@ -78,16 +74,16 @@ def test_database_restarts_mid_stream() -> None:
 
 
 def test_a_scratch_server_listens_on_tcp_only_when_asked(
-    tcp_server: tuple[_chaos.ScratchServer, str],
+    tcp_server: tuple[ScratchServer, str],
 ) -> None:
     """pgserver's `port`/`settings` options (used here only): TCP on 127.0.0.1 with password
     logins, the Unix socket named after the port; bad settings are refused up front."""
     from queueguard.pg.servers import LocalServer
 
     server, password = tcp_server
-    rows = _chaos.query(server.admin_dsn(), "SHOW listen_addresses")
+    rows = query(server.admin_dsn(), "SHOW listen_addresses")
     assert rows == [("127.0.0.1",)]
-    assert _chaos.query(server.admin_dsn(), "SHOW port") == [(str(server.port),)]
+    assert query(server.admin_dsn(), "SHOW port") == [(str(server.port),)]
     assert f"port={server.port}" in server.admin_dsn()
     with psycopg.connect(server.tcp_dsn("qg_proxy", password, "proxied")) as conn:
         assert conn.execute("SELECT current_user").fetchone() == ("qg_proxy",)

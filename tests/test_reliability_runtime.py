@@ -6,20 +6,15 @@ scale and the report table come from the scripts themselves.
 
 from __future__ import annotations
 
-import sys
 import uuid
-from pathlib import Path
 from typing import Any
 
 import psycopg
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
-
-import _chaos
-import chaos_crash
-import chaos_membership
-
+from bench import chaos_crash, chaos_membership
+from bench.chaos.audit import check_audit, check_task_audit, install_audit, read_audit
+from bench.chaos.workload import identity
 from queueguard.core.history import task_payload
 from queueguard.core.keys import PhysicalQueue
 from queueguard.core.store import Execution, StartOutcome
@@ -49,7 +44,7 @@ def test_conflicting_membership() -> None:
 def test_the_audit_catches_a_stale_commit(head_db: str) -> None:
     """Positive control of the judge: a write that skips the range check after a takeover
     (what a broken runtime would do) is reported, as is an ack level moving back."""
-    _chaos.install_audit(head_db)
+    install_audit(head_db)
     a = PostgresStore(head_db, host_id="A.1", pool_size=1)
     b = PostgresStore(head_db, host_id="B.1", pool_size=1)
     try:
@@ -64,7 +59,7 @@ def test_the_audit_catches_a_stale_commit(head_db: str) -> None:
             stale.execute(
                 "UPDATE task_queues SET ack_level = 0 WHERE physical_queue = %s", (Q.key,)
             )
-        report = _chaos.check_audit(_chaos.read_audit(head_db))
+        report = check_audit(read_audit(head_db))
     finally:
         a.close()
         b.close()
@@ -73,7 +68,7 @@ def test_the_audit_catches_a_stale_commit(head_db: str) -> None:
         "append with range 2 while queueguard/4 host=B.1 range 2" in v for v in report.violations
     )
     assert not any("moved back" in v for v in report.violations)  # ack 0 -> 0: not backwards
-    gaps = _chaos.check_task_audit(head_db, set())
+    gaps = check_task_audit(head_db, set())
     assert any("committed ids are not 1..2" in g for g in gaps), gaps  # id 2 has no row
     assert any("never started" in g for g in gaps), gaps
 
@@ -115,9 +110,7 @@ def test_a_fenced_checkpoint_does_not_drop_a_started_delivery() -> None:
     # History recorded the start for this host: the poller must get the task (B's replay is
     # answered already-started and acked, so nobody else ever will).
     assert delivery is not None and delivery.data == payload
-    assert (
-        mine.history.record_task_started(*_chaos.identity(payload)) is StartOutcome.ALREADY_STARTED
-    )
+    assert mine.history.record_task_started(*identity(payload)) is StartOutcome.ALREADY_STARTED
 
 
 class _CheckpointFailsOnce:

@@ -1,18 +1,16 @@
 """Reliability, CI scale: least privilege and password hygiene (docs/reliability.md 9).
 
-`bench/chaos_privileges.py --quick`: owner, read-only and DML-only roles with passwords on a
-private scratch server listening on 127.0.0.1; every check of the full run, fewer DSN forms.
+`python -m bench.chaos_privileges --quick`: owner, read-only and DML-only roles with
+passwords on a private scratch server listening on 127.0.0.1; every check of the full run,
+fewer DSN forms.
 """
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
-
-import _chaos
-import chaos_privileges
+from bench import chaos_privileges
+from bench.chaos import privileges
+from bench.chaos.databases import create_database
+from bench.chaos.servers import ScratchServer
 
 
 def test_least_privilege_and_no_password_in_any_output() -> None:
@@ -25,13 +23,13 @@ def test_least_privilege_and_no_password_in_any_output() -> None:
 def test_the_leak_search_finds_a_password_that_is_printed() -> None:
     """Positive control: a command that echoes its input (an unknown fixture name) is
     caught, and the finding does not repeat the password."""
-    with _chaos.ScratchServer(tcp=True) as server:
-        roles = chaos_privileges.Roles(server)
-        _chaos.create_database(server.admin_dsn(), "lp_head", owner="qg_owner")
-        result = chaos_privileges.Result()
+    with ScratchServer(tcp=True) as server:
+        roles = privileges.Roles(server)
+        create_database(server.admin_dsn(), "lp_head", owner="qg_owner")
+        result = privileges.Result()
         secret = roles.passwords["qg_reader"]
         dsn = roles.url("qg_owner", "lp_head")
-        done = chaos_privileges.cli(["fixtures", "load", secret, "--dsn", dsn], result, roles)
+        done = privileges.cli(["fixtures", "load", secret, "--dsn", dsn], result, roles)
         assert done.returncode == 2 and "unknown fixture" in done.stderr
         assert result.leaks and "password in stderr" in result.leaks[0]
         assert "<dsn>" in result.leaks[0] and secret not in result.leaks[0]

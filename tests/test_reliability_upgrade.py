@@ -8,14 +8,9 @@ chaos_two_runners.py.
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Callable
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "bench"))
-
-import chaos_two_runners
-
+from bench import chaos_two_runners
 from queueguard.upgrade import golden
 
 

@@ -7,7 +7,7 @@ Every write that changes a queue's backlog is range-checked: a stale owner gets
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from enum import Enum
 from typing import Any, Protocol
@@ -65,6 +65,34 @@ class Execution:
     status: str = "running"
     versioning_behavior: str = "unversioned"
     deployment_version: str | None = None
+
+    def as_record(self) -> JSON:
+        """This execution as a snapshot document's `history.executions` record."""
+        return {key: getattr(self, name) for name, key in EXECUTION_KEYS}
+
+    @classmethod
+    def from_record(cls, record: Mapping[str, Any]) -> Execution:
+        """A validated `history.executions` record; a key it lacks takes the field's default
+        (a missing deploymentVersion is null)."""
+        return cls(**{name: record[key] for name, key in EXECUTION_KEYS if key in record})
+
+    def as_row(self) -> tuple[Any, ...]:
+        """The values of the `executions` table's columns, in their order."""
+        return tuple(getattr(self, name) for name, _ in EXECUTION_KEYS)
+
+
+#: Each `Execution` field and its key in snapshot documents, in field order, which is also
+#: the column order of the `executions` table. The one place the two spellings meet: the
+#: memory snapshot, the database export/import (`upgrade.state`) and the fuzz benchmark
+#: convert through `Execution.as_record` / `Execution.from_record`.
+EXECUTION_KEYS: tuple[tuple[str, str], ...] = (
+    ("run_id", "runId"),
+    ("namespace", "namespace"),
+    ("workflow_id", "workflowId"),
+    ("status", "status"),
+    ("versioning_behavior", "versioningBehavior"),
+    ("deployment_version", "deploymentVersion"),
+)
 
 
 class History(Protocol):

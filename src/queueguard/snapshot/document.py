@@ -299,17 +299,7 @@ def export_memory(db: MemoryDatabase) -> Doc:
                 for (ns, tq), (v, d) in sorted(db.user_data.items())
             ],
             "history": {
-                "executions": [
-                    {
-                        "runId": e.run_id,
-                        "namespace": e.namespace,
-                        "workflowId": e.workflow_id,
-                        "status": e.status,
-                        "versioningBehavior": e.versioning_behavior,
-                        "deploymentVersion": e.deployment_version,
-                    }
-                    for _, e in sorted(db.executions.items())
-                ],
+                "executions": [e.as_record() for _, e in sorted(db.executions.items())],
                 "scheduledTasks": [
                     {
                         "runId": run,
@@ -337,14 +327,7 @@ def import_memory(doc: Doc) -> MemoryDatabase:
     for u in doc["userData"]:
         db.user_data[(u["namespace"], u["taskQueue"])] = (u["version"], u["data"])
     for e in doc["history"]["executions"]:
-        db.executions[e["runId"]] = Execution(
-            e["runId"],
-            e["namespace"],
-            e["workflowId"],
-            e["status"],
-            e["versioningBehavior"],
-            e.get("deploymentVersion"),
-        )
+        db.executions[e["runId"]] = Execution.from_record(e)
     for s in doc["history"]["scheduledTasks"]:
         db.scheduled[(s["runId"], s["scheduledEventId"])] = ScheduledTask(
             s["kind"], s.get("startedAt")

@@ -14,6 +14,7 @@ from psycopg.rows import TupleRow
 from psycopg.types.json import Jsonb
 
 from queueguard.core.keys import PhysicalQueue, decode
+from queueguard.core.store import Execution
 from queueguard.errors import QueueguardError
 from queueguard.pg.sqlfiles import queries
 
@@ -59,17 +60,7 @@ def export_database(conn: Conn, format_version: int = 4) -> Doc:
             for ns, tq, v, d in conn.execute(Q["user_data"])
         ],
         "history": {
-            "executions": [
-                {
-                    "runId": r,
-                    "namespace": ns,
-                    "workflowId": wf,
-                    "status": st,
-                    "versioningBehavior": vb,
-                    "deploymentVersion": dv,
-                }
-                for r, ns, wf, st, vb, dv in conn.execute(Q["executions"])
-            ],
+            "executions": [Execution(*row).as_record() for row in conn.execute(Q["executions"])],
             "scheduledTasks": [
                 {"runId": r, "scheduledEventId": ev, "kind": k, "startedAt": s}
                 for r, ev, k, s in conn.execute(Q["scheduled_tasks"])
@@ -109,16 +100,7 @@ def load_document(conn: Conn, doc: Doc) -> None:
     with conn.cursor() as cur:
         with cur.copy(Q["copy_executions"]) as copy:
             for e in doc["history"]["executions"]:
-                copy.write_row(
-                    (
-                        e["runId"],
-                        e["namespace"],
-                        e["workflowId"],
-                        e["status"],
-                        e["versioningBehavior"],
-                        e.get("deploymentVersion"),
-                    )
-                )
+                copy.write_row(Execution.from_record(e).as_row())
         with cur.copy(Q["copy_scheduled_tasks"]) as copy:
             for s in doc["history"]["scheduledTasks"]:
                 copy.write_row((s["runId"], s["scheduledEventId"], s["kind"], s.get("startedAt")))
