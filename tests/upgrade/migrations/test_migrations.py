@@ -46,7 +46,7 @@ from queueguard.upgrade.alembic_config import config as alembic_config_for
 from queueguard.upgrade.alembic_config import engine_for
 from queueguard.upgrade.runner import upgrade
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[3]
 BIN = Path(sys.executable).parent
 QUEUEGUARD = str(BIN / "queueguard")
 ALEMBIC = str(BIN / "alembic")

@@ -1,0 +1,1 @@
+"""The migration set 001–004 on real PostgreSQL (issue 3)."""
