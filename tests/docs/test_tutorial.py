@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-TUTORIAL = Path(__file__).parents[1] / "docs" / "tutorial.md"
+TUTORIAL = Path(__file__).parents[2] / "docs" / "tutorial.md"
 _BLOCK = re.compile(r"```console\n(.*?)```", re.DOTALL)
 _EXIT = re.compile(r"\s+#\s*exit\s+(\d+)\s*$")
 

@@ -1,9 +1,10 @@
 """queueguard lint: golden pairs per rule, the corpus of dangerous snippets, and the rule engine.
 
-Golden pairs live in tests/lint_corpus/golden/<rule>/: `good*.sql` lints clean, `bad*.sql`
-produces exactly the lines of its `.expected` file (paths relative to the file's folder).
-The corpus in tests/lint_corpus/dangerous/ holds one mistake per file with its expected codes
-in an `-- expect:` header. Everything here runs squawk at most a few times (no database).
+Golden pairs live in tests/lint/lint_corpus/golden/<rule>/: `good*.sql` lints clean,
+`bad*.sql` produces exactly the lines of its `.expected` file (paths relative to the file's
+folder). The corpus in tests/lint/lint_corpus/dangerous/ holds one mistake per file with its
+expected codes in an `-- expect:` header. Everything here runs squawk at most a few times (no
+database).
 """
 
 from __future__ import annotations

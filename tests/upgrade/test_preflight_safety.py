@@ -20,13 +20,14 @@ from collections.abc import Callable, Iterator
 import psycopg
 import pytest
 
-from preflight_support import V03_ROWS, checksums, execute, scalar, template
 from queueguard.cli import main
 from queueguard.pg import scratch
 from queueguard.pg.connect import connection
 from queueguard.pg.dsn import with_params
 from queueguard.upgrade import audit
 from queueguard.upgrade.preflight import APPLICATION_NAME, PreflightReport, preflight
+
+from .preflight_support import V03_ROWS, checksums, execute, scalar, template
 
 HEADER = "-- check:    data.probe (info)\n-- applies-to: 003\n"
 

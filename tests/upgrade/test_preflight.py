@@ -10,7 +10,14 @@ from pathlib import Path
 import psycopg
 import pytest
 
-from preflight_support import (
+from queueguard.cli import main
+from queueguard.errors import ConnectionFailed, UsageError
+from queueguard.pg.connect import connection
+from queueguard.pg.dsn import with_params
+from queueguard.upgrade import audit
+from queueguard.upgrade.preflight import PreflightReport, preflight, render_text
+
+from .preflight_support import (
     AUTO_QUEUE,
     DEFAULT_QUEUE,
     PINNED_QUEUE,
@@ -22,14 +29,8 @@ from preflight_support import (
     payload,
     template,
 )
-from queueguard.cli import main
-from queueguard.errors import ConnectionFailed, UsageError
-from queueguard.pg.connect import connection
-from queueguard.pg.dsn import with_params
-from queueguard.upgrade import audit
-from queueguard.upgrade.preflight import PreflightReport, preflight, render_text
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="session")

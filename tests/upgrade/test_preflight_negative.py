@@ -15,7 +15,6 @@ from pathlib import Path
 
 import pytest
 
-from preflight_support import checksums, execute
 from queueguard.cli import main
 from queueguard.errors import QueueguardError
 from queueguard.pg import scratch
@@ -23,6 +22,8 @@ from queueguard.resources import fixtures_dir
 from queueguard.upgrade import golden
 from queueguard.upgrade.preflight import preflight, render_text
 from queueguard.upgrade.runner import upgrade
+
+from .preflight_support import checksums, execute
 
 NEGATIVE = fixtures_dir() / "negative"
 

@@ -16,7 +16,7 @@ from queueguard.cli import main
 from queueguard.lint import lint, squawk
 from queueguard.resources import migrations_dir
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 BAD = Path(__file__).parent / "lint_corpus" / "golden" / "lock_order" / "bad.sql"
 HUMAN = re.compile(r"^[^\s:]+:\d+:\d+: [a-z]+\.[a-z_\-]+ .+ \(hint: .+\)$")
 FINDING_KEYS = {"code", "file", "line", "column", "message", "hint", "source"}

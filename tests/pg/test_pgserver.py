@@ -28,7 +28,7 @@ from queueguard.errors import DataDirVersionMismatch, EmbeddedServerError
 from queueguard.pg import servers
 from queueguard.pg.servers import LocalServer, embedded_server, system_server
 
-SRC = Path(__file__).resolve().parents[1] / "src"
+SRC = Path(__file__).resolve().parents[2] / "src"
 SYSTEM_BIN = Path("/usr/lib/postgresql/15/bin")
 MakeServer = Callable[..., LocalServer]
 

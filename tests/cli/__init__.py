@@ -1,0 +1,1 @@
+"""Tests of the `queueguard` command line (queueguard.cli)."""

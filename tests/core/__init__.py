@@ -1,0 +1,1 @@
+"""Tests of queueguard.core: queue keys, acks."""

@@ -1,0 +1,1 @@
+"""Tests of the documentation: the tutorial runs as written."""

@@ -1,0 +1,1 @@
+"""Tests of queueguard.lint and `queueguard lint` (corpus in lint_corpus/)."""

@@ -1,0 +1,1 @@
+"""Tests of queueguard.pg: the servers tests and users run against."""

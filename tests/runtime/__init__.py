@@ -1,0 +1,1 @@
+"""Tests of queueguard.runtime: backlog batching, matching, crash recovery."""

@@ -1,0 +1,1 @@
+"""Tests of queueguard.stores: the store contract on both stores."""

@@ -1,0 +1,1 @@
+"""Tests of queueguard.testing, the pytest plugin."""

@@ -1,0 +1,1 @@
+"""Tests of queueguard.upgrade: compatibility, preflight; migrations/ holds the migration set."""
