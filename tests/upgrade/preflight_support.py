@@ -12,7 +12,9 @@ from typing import Any
 
 from queueguard.pg import scratch
 from queueguard.pg.connect import connection
+from queueguard.upgrade import audit
 from queueguard.upgrade.checksums import table_checksums
+from queueguard.upgrade.preflight import PreflightReport
 from queueguard.upgrade.runner import upgrade
 
 RUN_PINNED = "00000000-0000-4000-8000-000000000001"
@@ -100,3 +102,11 @@ def template(admin: str, revision: str, rows: str) -> Iterator[str]:
     name = scratch.dbname_of(dsn)
     yield name
     scratch.drop_database(admin, name)
+
+
+def by_code(report: PreflightReport) -> dict[str, audit.Finding]:
+    return {f.code: f for f in report.findings}
+
+
+def blocking(report: PreflightReport) -> set[str]:
+    return set(report.codes("blocking"))

@@ -15,7 +15,7 @@ from __future__ import annotations
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
 import psycopg
 import pytest
@@ -27,20 +27,9 @@ from queueguard.pg.dsn import with_params
 from queueguard.upgrade import audit
 from queueguard.upgrade.preflight import APPLICATION_NAME, PreflightReport, preflight
 
-from .preflight_support import V03_ROWS, checksums, execute, scalar, template
+from .preflight_support import checksums, execute, scalar
 
 HEADER = "-- check:    data.probe (info)\n-- applies-to: 003\n"
-
-
-@pytest.fixture(scope="session")
-def v03_template(pg_admin_dsn: str) -> Iterator[str]:
-    """A clean hand-built v0.3 database, cloned per test."""
-    yield from template(pg_admin_dsn, "003", V03_ROWS)
-
-
-@pytest.fixture
-def v03_db(make_db: Callable[..., str], v03_template: str) -> str:
-    return make_db(template=v03_template)
 
 
 def _with_extra(monkeypatch: pytest.MonkeyPatch, name: str, body: str) -> None:
