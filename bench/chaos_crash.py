@@ -43,7 +43,7 @@ MODES: dict[str, dict[str, Any]] = {
 }
 CI_TEST = (
     "`tests/test_reliability_runtime.py::test_crash_under_load` (3 + 2 kills); "
-    "`tests/test_recovery.py` (one SIGKILL, one queue; existing)"
+    "`tests/runtime/test_recovery.py` (one SIGKILL, one queue; existing)"
 )
 
 

@@ -48,7 +48,7 @@ from queueguard.upgrade.legacy import LegacyQueue, V03Worker
 from queueguard.upgrade.runner import UpgradeReport, upgrade
 
 CI_TEST = (
-    "`tests/test_migrations.py::test_lock_contention_times_out_retries_fails_cleanly_and_"
+    "`tests/upgrade/migrations/test_locks.py::test_lock_contention_times_out_retries_fails_cleanly_and_"
     "never_stalls_writers`, `…::test_lock_timeout_then_success_counts_lock_waits` (existing)"
 )
 #: the upgrade's ladder: a 200 ms lock timeout, 3 retries (200, 300, 450, 675 ms)

@@ -36,7 +36,7 @@ from bench.commands import QUEUEGUARD
 from queueguard.pg.scratch import dbname_of
 
 CI_TEST = (
-    "`tests/test_migrations.py::test_sigkill_mid_004_leaves_003_or_004_wholly_and_a_rerun_"
+    "`tests/upgrade/migrations/test_crashes.py::test_sigkill_mid_004_leaves_003_or_004_wholly_and_a_rerun_"
     "completes` (one kill, 200k rows; existing)"
 )
 

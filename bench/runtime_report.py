@@ -84,7 +84,7 @@ def render(args: argparse.Namespace, results: Results, server: str) -> str:
             f"- sync-matched tasks in the workloads: {ob['sync_matched']} / "
             f"{b['sync_matched']}; rows inserted into `tasks`: {ob['task_rows_inserted']:,} / "
             f"{b['task_rows_inserted']:,} (every task took the spool path). Zero writes for a "
-            "sync match is asserted in `tests/test_batching.py` "
+            "sync match is asserted in `tests/runtime/test_batching_dispatch.py` "
             "(`test_sync_matched_tasks_cost_zero_writes_to_tasks`, both modes, both stores).",
             f"- batched append transactions: {b['append_transactions']:,} for {b['tasks']:,} "
             f"tasks (group commit of {args.producers} producer threads); one-by-one: "
@@ -114,7 +114,7 @@ def render(args: argparse.Namespace, results: Results, server: str) -> str:
             "server share 2 cores), not by commits. Its latency is the group-commit wait plus "
             "the consumers' idle back-off (≤ 10 ms). The price is crash replay: acks after the "
             "last checkpoint (≤ 1,000 or 50 ms) are re-read by the next owner, and History "
-            "answers already-started for each (`tests/test_batching.py`, both stores, and a "
+            "answers already-started for each (`tests/runtime/test_batching*.py`, both stores, and a "
             "SIGKILL test)."
         )
     if "procrastinate" in results:
