@@ -36,9 +36,9 @@ from queueguard.pg.scratch import dbname_of
 from queueguard.upgrade.runner import upgrade
 
 CI_TEST = (
-    "`tests/upgrade/migrations/test_concurrent_runners.py::test_two_runners_at_once_exactly_one_migrates` (existing, empty "
-    "database); `tests/test_reliability_upgrade.py::test_a_runner_that_waits_too_long_fails_"
-    "cleanly`"
+    "`tests/upgrade/migrations/test_concurrent_runners.py::"
+    "test_two_runners_at_once_exactly_one_migrates` (existing, empty database); "
+    "`tests/test_reliability_upgrade.py::test_a_runner_that_waits_too_long_fails_cleanly`"
 )
 
 

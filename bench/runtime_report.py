@@ -114,8 +114,8 @@ def render(args: argparse.Namespace, results: Results, server: str) -> str:
             "server share 2 cores), not by commits. Its latency is the group-commit wait plus "
             "the consumers' idle back-off (≤ 10 ms). The price is crash replay: acks after the "
             "last checkpoint (≤ 1,000 or 50 ms) are re-read by the next owner, and History "
-            "answers already-started for each (`tests/runtime/test_batching*.py`, both stores, and a "
-            "SIGKILL test)."
+            "answers already-started for each (`tests/runtime/test_batching*.py`, both stores, "
+            "and a SIGKILL test)."
         )
     if "procrastinate" in results:
         lines.append(
