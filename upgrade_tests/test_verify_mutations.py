@@ -60,9 +60,7 @@ def test_verify_fails_with_a_readable_diff(
     mutated: Path, queueguard_server: str, step: str, sql: str, expect: str
 ) -> None:
     _mutate(mutated, step, sql)
-    report = verify(
-        queueguard_server, ["v0.3"], preflight=None, migrations=revisions.load(mutated)
-    )
+    report = verify(queueguard_server, ["v0.3"], preflight=None, migrations=revisions.load(mutated))
     assert not report.ok
     golden = next(c for c in report.results[0].checks if c.name == "golden")
     assert not golden.ok
@@ -72,8 +70,24 @@ def test_verify_fails_with_a_readable_diff(
 
 
 def test_unmutated_copy_passes(mutated: Path, queueguard_server: str) -> None:
-    report = verify(
-        queueguard_server, ["v0.3"], preflight=None, migrations=revisions.load(mutated)
-    )
+    report = verify(queueguard_server, ["v0.3"], preflight=None, migrations=revisions.load(mutated))
     assert report.ok, render(report)
     assert scratch.dbname_of(queueguard_server) == "postgres"
+
+
+def test_a_mutated_create_is_caught_by_the_frozen_head_catalog(
+    mutated: Path, queueguard_server: str
+) -> None:
+    """A CREATE changes the fresh install and the upgraded database alike, so fresh-vs-upgraded
+    cannot see it; the frozen head catalog (fixtures/head_catalog.json) does."""
+    path = mutated / "sql" / "004" / "06_migration_ledger.sql"
+    text = path.read_text()
+    assert "applied_at timestamptz NOT NULL DEFAULT now()" in text
+    path.write_text(text.replace("DEFAULT now()", "DEFAULT clock_timestamp()"))
+    manifest.write(mutated)
+    report = verify(queueguard_server, ["v0.3"], preflight=None, migrations=revisions.load(mutated))
+    checks = {c.name: c for c in report.results[0].checks}
+    assert checks["catalog"].ok  # fresh and upgraded agree with each other…
+    assert not checks["frozen"].ok  # …but not with the released head
+    assert "clock_timestamp()" in checks["frozen"].detail
+    assert not report.ok

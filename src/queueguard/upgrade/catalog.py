@@ -21,6 +21,8 @@ reader of row contents, for tests that compare data.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import re
 from dataclasses import dataclass, fields
 from typing import Any
@@ -301,13 +303,10 @@ def contents(target: str | Conn, schema: str = "public") -> dict[str, list[str]]
     return result
 
 
-def fingerprint(target: str | Conn, schema: str = "public") -> str:
-    """sha256 of the normalised catalog: what a golden fixture's manifest records."""
-    import hashlib
-    import json
-
-    cat = introspect(target, schema)
-    doc = {
+def document(cat: Catalog) -> dict[str, Any]:
+    """The catalog as plain JSON (sorted): what `fixtures/head_catalog.json` freezes and what
+    a fixture's schema fingerprint hashes."""
+    return {
         f.name: {
             key: (
                 sorted(value)
@@ -320,4 +319,9 @@ def fingerprint(target: str | Conn, schema: str = "public") -> str:
         }
         for f in fields(Catalog)
     }
+
+
+def fingerprint(target: str | Conn, schema: str = "public") -> str:
+    """sha256 of the normalised catalog: what a golden fixture's manifest records."""
+    doc = document(introspect(target, schema))
     return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()

@@ -26,7 +26,7 @@ from queueguard.pg.connect import connection
 from queueguard.resources import fixtures_dir
 from queueguard.revisions import MigrationSet
 from queueguard.snapshot import relocation
-from queueguard.upgrade import catalog, state
+from queueguard.upgrade import catalog, golden, state
 from queueguard.upgrade.dumps import normalise_dump
 from queueguard.upgrade.runner import upgrade
 
@@ -359,10 +359,19 @@ def _write_json(path: Path, doc: Any) -> None:
     path.write_text(json.dumps(doc, indent=2, ensure_ascii=False, sort_keys=True) + "\n")
 
 
+def head_catalog(admin: str, out_dir: Path, migrations: MigrationSet | None = None) -> None:
+    """Freeze the head schema's catalog (verify compares every upgrade with it)."""
+    with scratch.ScratchDatabases(admin, prefix="qg_gen") as databases:
+        dsn = databases.create()
+        upgrade(dsn, progress=False, migrations=migrations)
+        _write_json(out_dir / golden.HEAD_CATALOG, catalog.document(catalog.introspect(dsn)))
+
+
 def generate(out_dir: Path, migrations: MigrationSet | None = None) -> None:
     admin = scratch.server_dsn("embedded")
     for name in FIXTURES:
         build(name, admin, out_dir, migrations)
+    head_catalog(admin, out_dir, migrations)
     legacy_snapshots(out_dir)
 
 

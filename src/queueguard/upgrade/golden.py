@@ -54,6 +54,20 @@ def get(name: str, root: Path | None = None) -> Fixture:
     raise UsageError(f"unknown fixture {name!r} (have: {names})")
 
 
+#: The head schema's catalog, frozen by the fixture generator: a mutated CREATE changes a
+#: fresh install and an upgraded database alike, so only a frozen catalog can see it.
+HEAD_CATALOG = "head_catalog.json"
+
+
+def head_catalog(root: Path | None = None) -> dict[str, Any] | None:
+    """The frozen head catalog document of a fixtures folder (None when it has none)."""
+    path = (root or fixtures_dir()) / HEAD_CATALOG
+    if not path.is_file():
+        return None
+    data: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+    return data
+
+
 def snapshot_path(name: str) -> Path:
     return fixtures_dir() / "snapshots" / name
 

@@ -25,7 +25,7 @@ from queueguard.pg.connect import connection
 from queueguard.pg.scratch import ScratchDatabases, dbname_of
 from queueguard.revisions import MigrationSet
 from queueguard.style import paint
-from queueguard.upgrade import catalog, compat, legacy, state
+from queueguard.upgrade import catalog, compat, golden, legacy, state
 from queueguard.upgrade.checksums import table_checksums
 from queueguard.upgrade.golden import Fixture, all_fixtures, get, load
 from queueguard.upgrade.preflight import preflight as run_preflight
@@ -83,15 +83,18 @@ class VerifyReport:
 
 def state_diff(expected: dict[str, Any], actual: dict[str, Any], limit: int = 60) -> str:
     """A readable unified diff of two normalised state documents."""
+    return json_diff(snapshot.normalise(expected), snapshot.normalise(actual), limit=limit)
 
-    def lines(doc: dict[str, Any]) -> list[str]:
-        return json.dumps(
-            snapshot.normalise(doc), indent=1, ensure_ascii=False, sort_keys=True
-        ).splitlines()
 
-    diff = list(
-        difflib.unified_diff(lines(expected), lines(actual), "golden", "upgraded", lineterm="", n=2)
-    )
+def json_diff(
+    expected: Any, actual: Any, labels: tuple[str, str] = ("golden", "upgraded"), limit: int = 60
+) -> str:
+    """A readable unified diff of two JSON documents."""
+
+    def lines(doc: Any) -> list[str]:
+        return json.dumps(doc, indent=1, ensure_ascii=False, sort_keys=True).splitlines()
+
+    diff = list(difflib.unified_diff(lines(expected), lines(actual), *labels, lineterm="", n=2))
     more = f"\n… {len(diff) - limit} more diff lines" if len(diff) > limit else ""
     return "\n".join(diff[:limit]) + more
 
@@ -117,6 +120,7 @@ def verify_fixture(
     fresh_catalog: Any,
     preflight: Callable[[str], tuple[bool, str]] | None,
     migrations: MigrationSet,
+    frozen_catalog: dict[str, Any] | None = None,
 ) -> FixtureResult:
     started = time.monotonic()
     result = FixtureResult(fixture.name, fixture.revision)
@@ -155,8 +159,10 @@ def verify_fixture(
     same = snapshot.normalise(actual) == snapshot.normalise(fixture.expected_head)
     checks.append(Check("golden", same, "" if same else state_diff(fixture.expected_head, actual)))
 
-    differences = catalog.diff(fresh_catalog, _catalog(db))
+    upgraded_catalog = _catalog(db)
+    differences = catalog.diff(fresh_catalog, upgraded_catalog)
     checks.append(Check("catalog", not differences, "\n".join(differences[:30])))
+    checks.append(_frozen(frozen_catalog, upgraded_catalog))
 
     before = _checksums(db)
     again = upgrade(db, progress=False, migrations=migrations)
@@ -180,6 +186,17 @@ def verify_fixture(
     checks.append(_fence(fixture, scratch.create(template_name), migrations))
     result.elapsed_ms = int((time.monotonic() - started) * 1000)
     return result
+
+
+def _frozen(frozen: dict[str, Any] | None, upgraded: catalog.Catalog) -> Check:
+    """The upgraded schema equals the frozen head catalog (fixtures/head_catalog.json)."""
+    if frozen is None:
+        hint = "no frozen head catalog: python -m queueguard.upgrade.fixturegen --write"
+        return Check("frozen", False, hint)
+    actual = catalog.document(upgraded)
+    same = actual == frozen
+    detail = "" if same else json_diff(frozen, actual, labels=("frozen", "upgraded"))
+    return Check("frozen", same, detail)
 
 
 def _fence(fixture: Fixture, db: str, migrations: MigrationSet) -> Check:
@@ -233,9 +250,12 @@ def verify(
         fresh = scratch.create()
         upgrade(fresh, progress=False, migrations=migrations)
         fresh_catalog = _catalog(fresh)
+        frozen = golden.head_catalog(fixtures_root)
         results = []
         for n, fixture in enumerate(fixtures, start=1):
-            result = verify_fixture(fixture, scratch, fresh_catalog, check_preflight, migrations)
+            result = verify_fixture(
+                fixture, scratch, fresh_catalog, check_preflight, migrations, frozen
+            )
             results.append(result)
             tell(
                 f"[{n}/{len(fixtures)}] {fixture.name}: {'ok' if result.ok else 'FAILED'} "
