@@ -128,10 +128,11 @@ def bounded_wait(dsn: str, wait_s: float = 1.0) -> str:
     from queueguard.pg.connect import connect
     from queueguard.pg.sqlfiles import queries
 
-    holder = connect(dsn, application_name="queueguard-upgrade", autocommit=True)
+    # Another runner in the middle of a revision: the transaction-scoped runner lock, held
+    # in an open transaction.
+    holder = connect(dsn, application_name="queueguard-upgrade")
     try:
-        try_lock = queries("queueguard.upgrade", "upgrade.sql")["try_lock"]
-        assert holder.execute(try_lock).fetchone() == (True,)
+        holder.execute(queries("queueguard.upgrade", "upgrade.sql")["runner_lock"])
         before = upgrade_state(dsn)
         started = time.monotonic()
         try:

@@ -152,6 +152,28 @@ class LockBudgetExceeded(MigrationError):
         )
 
 
+class AlreadyApplied(MigrationError):
+    """Another runner applied this revision first (found under the runner lock): skipped."""
+
+    def __init__(self, revision: str, found: str | None) -> None:
+        self.revision, self.found = revision, found
+        super().__init__(f"revision {revision} was applied by another runner (found {found})")
+
+
+class RunnerBusy(MigrationError):
+    """Another runner held the runner lock for longer than this one waits."""
+
+    def __init__(self, waited_ms: int) -> None:
+        self.waited_ms = waited_ms
+        super().__init__(
+            f"another queueguard upgrade held the runner lock for {waited_ms / 1000:.0f}s"
+        )
+
+
+class StandbyTarget(UsageError):
+    """The target is a hot standby (read-only, in recovery): writes must go to the primary."""
+
+
 class LockTimeout(MigrationError):
     """A migration could not get its locks within the retry ladder."""
 

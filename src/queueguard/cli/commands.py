@@ -132,11 +132,15 @@ def cmd_upgrade(args: argparse.Namespace) -> int:
         _emit_json(report.as_json())
     elif not report.applied:
         print(f"already at {report.after} (nothing to do)")
+        for revision in report.skipped:
+            print(f"  revision {revision} was applied by another runner meanwhile")
     else:
         print(
             f"upgraded {report.before or 'empty'} -> {report.after} "
             f"(applied {', '.join(report.applied)}) in {report.elapsed_ms} ms"
         )
+        for revision in report.skipped:
+            print(f"  revision {revision} was applied by another runner meanwhile")
         for queue, rows in report.relocated.items():
             print(f"  relocated {rows} rows from {queue}")
         if report.queues_fenced:

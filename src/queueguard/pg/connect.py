@@ -15,6 +15,17 @@ from queueguard.pg.dsn import redact, validate
 CONNECT_TIMEOUT_S = 10
 
 
+def connection_lost(exc: BaseException) -> bool:
+    """A lost connection (class 08, server shutdown 57P0x, or no SQLSTATE at all), as opposed
+    to an error the server answered, such as a lock timeout. SQLAlchemy's wrapper counts by
+    its original."""
+    orig = getattr(exc, "orig", exc)
+    if not isinstance(orig, psycopg.OperationalError):
+        return False
+    state = orig.sqlstate
+    return state is None or state.startswith(("08", "57P"))
+
+
 def connect(
     dsn: str, *, application_name: str = "queueguard", **kwargs: Any
 ) -> psycopg.Connection[TupleRow]:

@@ -29,7 +29,7 @@ from queueguard.errors import (
     StaleRangeError,
     UserDataConflict,
 )
-from queueguard.pg.connect import CONNECT_TIMEOUT_S
+from queueguard.pg.connect import CONNECT_TIMEOUT_S, connection_lost
 from queueguard.pg.dsn import application_name, redact, validate
 from queueguard.pg.sqlfiles import queries
 from queueguard.stores import schema
@@ -37,13 +37,6 @@ from queueguard.stores.schema import Installer, check_protocol
 
 Q = queries("queueguard.stores", "runtime.sql")
 Conn = psycopg.Connection[TupleRow]
-
-
-def _connection_lost(exc: psycopg.OperationalError) -> bool:
-    """Connection failures (class 08, server shutdown 57P0x, no SQLSTATE at all) as opposed
-    to errors the server answered, such as a lock timeout."""
-    state = exc.sqlstate
-    return state is None or state.startswith(("08", "57P"))
 
 
 def _params(queue: PhysicalQueue, **extra: Any) -> dict[str, Any]:
@@ -157,7 +150,7 @@ class PostgresStore:
         try:
             yield
         except psycopg.OperationalError as exc:
-            if not _connection_lost(exc):
+            if not connection_lost(exc):
                 raise
             raise ConnectionFailed(
                 f"lost the connection to {redact(self.dsn)}: {redact(str(exc)).strip()}"

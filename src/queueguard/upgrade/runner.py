@@ -1,7 +1,11 @@
 """The upgrade runner: Alembic plus what production needs around it.
 
-- one runner at a time (advisory lock); a second one waits a bounded time, then reports
-  "already at head" or fails cleanly;
+- one runner at a time: a transaction-scoped advisory lock inside every revision's
+  transaction, with the version row re-read under it, so exclusivity holds through a
+  transaction pooler and a killed runner leaves no lock behind; a second runner waits a
+  bounded time, then finds the revision applied ("already at head") or fails cleanly;
+- refuses a hot standby before touching anything; a server lost mid-revision ends with one
+  line (its outcome unknown, a rerun is safe) and exit 2;
 - refuses while hosts of an older protocol are connected (unless forced);
 - runs one revision per transaction, retrying a revision that hit its lock timeout with
   growing timeouts and jitter (GitLab's with_lock_retries), then fails cleanly;
@@ -12,6 +16,7 @@ from __future__ import annotations
 
 import io
 import random
+import re
 import time
 from contextlib import redirect_stdout
 from dataclasses import dataclass, field
@@ -24,13 +29,17 @@ from alembic.script import ScriptDirectory
 
 from queueguard import revisions
 from queueguard.errors import (
+    AlreadyApplied,
     ConnectionFailed,
     LockTimeout,
     MigrationError,
     OlderHostsConnected,
+    RunnerBusy,
+    StandbyTarget,
     UnknownSchema,
     UsageError,
 )
+from queueguard.pg.connect import connection_lost
 from queueguard.pg.dsn import redact
 from queueguard.pg.sqlfiles import queries
 from queueguard.revisions import VERSION_TABLE, MigrationSet
@@ -40,13 +49,6 @@ from queueguard.upgrade.alembic_config import config, engine_for
 
 Q = queries("queueguard.upgrade", "upgrade.sql")
 RUNNER_WAIT_S = 30.0
-#: If the runner dies mid-revision (SIGKILL, a lost SSH session), the server notices within a
-#: second and rolls back, instead of holding its ACCESS EXCLUSIVE locks until the running
-#: statement ends (PostgreSQL >= 14 on Linux; older servers skip it).
-DEAD_CLIENT_CHECK = (
-    "SELECT set_config('client_connection_check_interval', '1s', false) "
-    "WHERE current_setting('server_version_num')::int >= 140000"
-)
 
 
 @dataclass
@@ -55,6 +57,8 @@ class UpgradeReport:
     before: str | None
     after: str | None
     applied: list[str] = field(default_factory=list)
+    #: revisions another runner applied while this one waited for the runner lock
+    skipped: list[str] = field(default_factory=list)
     relocated: dict[str, int] = field(default_factory=dict)
     queues_fenced: int = 0
     lock_waits: int = 0
@@ -84,18 +88,6 @@ def _state(conn: sa.Connection) -> schema.SchemaState:
         state = schema.read_state(cursor)
     conn.commit()
     return state
-
-
-def _acquire_runner_lock(conn: sa.Connection, wait_s: float) -> None:
-    deadline = time.monotonic() + wait_s
-    while True:
-        got = conn.exec_driver_sql(Q["try_lock"]).scalar()
-        conn.commit()
-        if got:
-            return
-        if time.monotonic() >= deadline:
-            raise LockTimeout(f"another queueguard upgrade held the runner lock for {wait_s:.0f}s")
-        time.sleep(0.2)
 
 
 def _is_lock_timeout(exc: BaseException) -> bool:
@@ -131,10 +123,9 @@ def upgrade(
         conn = engine.connect()
     except sa.exc.OperationalError as exc:
         raise ConnectionFailed(f"cannot connect to {redact(dsn)}: {exc.orig}") from None
+    current: str | None = None  # the revision being applied, for a lost-server message
     try:
-        conn.exec_driver_sql(DEAD_CLIENT_CHECK)
-        conn.commit()
-        _acquire_runner_lock(conn, runner_wait_s)
+        _refuse_standby(conn)
         state = _state(conn)
         before = state.revision
         _refuse_unknown(state, migrations)
@@ -146,32 +137,99 @@ def upgrade(
         fencing = [r for r in pending if r.fences_older_hosts]
         if fencing and not force:
             _refuse_older_hosts(conn, target, max(r.protocol or 0 for r in fencing))
+        if state.versions is None:
+            _create_version_table(conn, runner_wait_s)
         for revision in pending:
+            current = revision.id
             if revision.relocation_step:
                 report.relocated = dict(conn.exec_driver_sql(Q["auto_backlog"]).fetchall())
                 conn.commit()
-            report.lock_waits += _apply_with_retries(
-                conn,
-                migrations,
-                revision.id,
-                lock_timeout_ms,
-                statement_timeout_ms,
-                retries,
-                progress,
-            )
+            try:
+                report.lock_waits += _apply_with_retries(
+                    conn,
+                    migrations,
+                    revision.id,
+                    lock_timeout_ms,
+                    statement_timeout_ms,
+                    retries,
+                    progress,
+                    runner_wait_s,
+                )
+            except AlreadyApplied:
+                if revision.relocation_step:
+                    report.relocated = {}  # another runner moved them
+                report.skipped.append(revision.id)
+                continue
             report.applied.append(revision.id)
+        current = None
         report.after = _state(conn).revision
-        if fencing:
+        if fencing and report.applied:
             report.queues_fenced = int(conn.exec_driver_sql(Q["queue_count"]).scalar() or 0)
             conn.commit()
         report.elapsed_ms = int((time.monotonic() - started) * 1000)
         return report
+    except (sa.exc.DBAPIError, psycopg.Error) as exc:
+        if not connection_lost(exc):
+            raise
+        raise ConnectionFailed(_lost_message(dsn, current, exc)) from None
     finally:
+        _close(conn, engine)
+
+
+def _lost_message(dsn: str, revision: str | None, exc: BaseException) -> str:
+    where = f"during revision {revision}" if revision else "between revisions"
+    reason = redact(str(getattr(exc, "orig", exc))).strip().splitlines()[0:1]
+    return (
+        f"lost the server {where} ({redact(dsn)}: {' '.join(reason) or 'connection closed'}); "
+        "the revision's outcome is unknown (its transaction committed whole or not at all): "
+        "rerun queueguard upgrade against the primary, it is safe"
+    )
+
+
+def _close(conn: sa.Connection, engine: sa.Engine) -> None:
+    """End the session; on a lost server there is nothing to roll back (the server did)."""
+    try:
         conn.rollback()
-        conn.exec_driver_sql(Q["unlock"])
-        conn.commit()
         conn.close()
+    except (sa.exc.DBAPIError, psycopg.Error):
+        conn.invalidate()
+    finally:
         engine.dispose()
+
+
+def _refuse_standby(conn: sa.Connection) -> None:
+    """A hot standby cannot take the migration's locks: say so, naming the primary."""
+    in_recovery, upstream = conn.exec_driver_sql(Q["recovery"]).one()
+    conn.commit()
+    if in_recovery:
+        primary = _primary_of(upstream)
+        raise StandbyTarget(
+            "the target is a hot standby (in recovery, read-only): upgrade the primary"
+            + (f" ({primary})" if primary else "")
+        )
+
+
+def _primary_of(conninfo: str | None) -> str:
+    """host:port of the primary a standby streams from (pg_stat_wal_receiver), if visible."""
+    if not conninfo:
+        return ""
+    found = dict(re.findall(r"(\w+)=('(?:[^']|'')*'|\S+)", conninfo))
+    host, port = found.get("host", "").strip("'"), found.get("port", "").strip("'")
+    return f"{host}:{port}" if host else ""
+
+
+def _create_version_table(conn: sa.Connection, wait_s: float) -> None:
+    """Create the version table under the runner lock (two runners, one empty database)."""
+    conn.exec_driver_sql(f"SET LOCAL lock_timeout = {int(wait_s * 1000)}")
+    try:
+        conn.exec_driver_sql(Q["runner_lock"])
+    except sa.exc.OperationalError as exc:
+        conn.rollback()
+        if _is_lock_timeout(exc):
+            raise RunnerBusy(int(wait_s * 1000)) from None
+        raise
+    conn.exec_driver_sql(Q["version_table"])
+    conn.commit()
 
 
 def _refuse_unknown(state: schema.SchemaState, migrations: MigrationSet) -> None:
@@ -209,6 +267,7 @@ def _apply_with_retries(
     statement_timeout_ms: int,
     retries: int,
     progress: bool,
+    runner_wait_s: float = RUNNER_WAIT_S,
 ) -> int:
     """Apply one revision; returns how many lock timeouts it hit before succeeding."""
     waits = 0
@@ -219,13 +278,18 @@ def _apply_with_retries(
             connection=conn,
             lock_timeout_ms=timeout,
             statement_timeout_ms=statement_timeout_ms,
+            runner_wait_ms=int(runner_wait_s * 1000),
             progress=progress,
         )
         try:
             with redirect_stdout(io.StringIO()):
                 command.upgrade(cfg, revision)
+            if revision not in cfg.attributes.get("applied", []):
+                raise AlreadyApplied(revision, _state(conn).revision)
             return waits
         except (sa.exc.OperationalError, psycopg.OperationalError) as exc:
+            if connection_lost(exc):
+                raise
             conn.rollback()
             if not _is_lock_timeout(exc):
                 reason = getattr(exc, "orig", exc)
@@ -246,6 +310,9 @@ def _apply_with_retries(
             raise MigrationError(
                 f"revision {revision} failed, nothing was changed: {reason}"
             ) from None
+        except RunnerBusy as exc:
+            conn.rollback()
+            raise LockTimeout(str(exc)) from None
         except BaseException:
             conn.rollback()
             raise

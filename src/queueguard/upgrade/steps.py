@@ -13,14 +13,24 @@ import time
 from pathlib import Path
 from typing import Any
 
+import psycopg
 import sqlalchemy as sa
 from alembic import context, op
 
 from queueguard import revisions
-from queueguard.errors import IrreversibleMigration, LockBudgetExceeded, MigrationRefused
+from queueguard.errors import (
+    AlreadyApplied,
+    IrreversibleMigration,
+    LockBudgetExceeded,
+    MigrationRefused,
+    RunnerBusy,
+)
+from queueguard.pg.sqlfiles import queries
 from queueguard.upgrade import audit, locks, manifest
 
+Q = queries("queueguard.upgrade", "upgrade.sql")
 DEFAULT_LOCK_TIMEOUT_MS = 5000
+DEFAULT_RUNNER_WAIT_MS = 30_000
 # Bounded but generous: 004 rewrites ~65k rows/s here, so an hour covers >200M rows.
 DEFAULT_STATEMENT_TIMEOUT_MS = 3_600_000
 
@@ -50,6 +60,7 @@ def apply(revision: str) -> None:
     op.execute(f"SET LOCAL statement_timeout = {stmt_ms}")
     offline = context.is_offline_mode()
     if not offline:
+        _exclusive(facts, lock_ms)
         with _raw().cursor() as cursor:
             existing = locks.relations(cursor)
     for path in manifest.step_files(revision, migrations.root):
@@ -73,6 +84,33 @@ def apply(revision: str) -> None:
         _record_ledger(migrations, revision, offline)
     if not offline:
         _enforce_budget(facts, existing)
+    # Tells the runner this revision ran here (Alembic skips a revision another runner has
+    # already recorded without saying so).
+    context.config.attributes.setdefault("applied", []).append(revision)
+
+
+def _exclusive(facts: revisions.Revision, lock_ms: int) -> None:
+    """One runner per revision: the transaction-scoped runner lock (waiting at most the
+    runner's wait), then the version row re-read under it. A runner that lost the race finds
+    the revision applied and stops before changing anything (AlreadyApplied). Every setting
+    is SET LOCAL: nothing outlives the transaction, so this holds through a transaction
+    pooler."""
+    wait_ms = _setting("runner_wait_ms", DEFAULT_RUNNER_WAIT_MS)
+    with _raw().cursor() as cursor:
+        # A runner killed mid-revision is noticed within a second and rolled back, instead of
+        # holding its locks until the running statement ends (PostgreSQL >= 14 on Linux).
+        cursor.execute(Q["dead_client_check"])
+        cursor.execute(f"SET LOCAL lock_timeout = {wait_ms}")
+        try:
+            cursor.execute(Q["runner_lock"])
+        except psycopg.errors.LockNotAvailable:
+            raise RunnerBusy(wait_ms) from None
+        cursor.execute(f"SET LOCAL lock_timeout = {lock_ms}")
+        cursor.execute(Q["current_version"])
+        rows = cursor.fetchall()
+    found = str(rows[0][0]) if rows else None
+    if found != facts.down_revision:
+        raise AlreadyApplied(facts.id, found)
 
 
 def _enforce_budget(facts: revisions.Revision, existing: dict[int, str]) -> None:

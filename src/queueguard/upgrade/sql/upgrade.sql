@@ -1,11 +1,32 @@
 -- Statements of the upgrade runner (outside the revisions themselves).
 
--- name: try_lock
--- One upgrade runner at a time per database (session-level advisory lock).
-SELECT pg_try_advisory_lock(hashtext('queueguard-upgrade'));
+-- name: runner_lock
+-- One runner at a time, per revision transaction: a transaction-scoped advisory lock, so it
+-- holds through a transaction pooler (a session lock would stay on whichever pooled server
+-- connection took it) and is released by COMMIT or ROLLBACK, even of a killed runner.
+SELECT pg_advisory_xact_lock(hashtext('queueguard-upgrade'));
 
--- name: unlock
-SELECT pg_advisory_unlock(hashtext('queueguard-upgrade'));
+-- name: current_version
+-- The version row, re-read under the runner lock (no row: nothing applied yet).
+SELECT version_num FROM queueguard_version;
+
+-- name: dead_client_check
+-- Transaction-scoped: the server checks every second that the runner is still there.
+SELECT set_config('client_connection_check_interval', '1s', true)
+WHERE current_setting('server_version_num')::int >= 140000;
+
+-- name: version_table
+-- The version table, created under the runner lock before Alembic's first revision (as
+-- Alembic would create it): two runners on an empty database cannot race to create it.
+CREATE TABLE IF NOT EXISTS queueguard_version (
+    version_num varchar(32) NOT NULL,
+    CONSTRAINT queueguard_version_pkc PRIMARY KEY (version_num)
+);
+
+-- name: recovery
+-- A hot standby answers true; where visible, the primary it streams from.
+SELECT pg_is_in_recovery(),
+       (SELECT conninfo FROM pg_stat_wal_receiver LIMIT 1);
 
 -- name: auto_backlog
 -- Rows 004 will relocate, per legacy auto queue (read before 004 runs, for the report).
