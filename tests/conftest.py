@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterator
 
 import pytest
 
+from bench.topology import pgbouncer as pooler
+from bench.topology.pgbouncer import PgBouncer
 from queueguard.core.store import Store
 from queueguard.pg import scratch
 from queueguard.stores.memory import MemoryDatabase, MemoryStore
@@ -45,23 +48,46 @@ def head_db(make_db: Callable[..., str], head_template: str) -> str:
     return make_db(template=head_template)
 
 
-@pytest.fixture(params=["memory", "postgres"])
-def new_store(request: pytest.FixtureRequest) -> Iterator[Callable[[], Store]]:
-    """A factory of independent store handles (pools) on one backing database."""
+@pytest.fixture(scope="session")
+def pgbouncer(pg_admin_dsn: str) -> Iterator[PgBouncer]:
+    """A real PgBouncer (transaction pooling) in front of the test server: skipped with its
+    reason where Debian's pgbouncer is not installed, required in CI."""
+    reason = pooler.available()
+    if reason is not None:
+        if os.environ.get(pooler.REQUIRE_ENV):
+            pytest.fail(f"{pooler.REQUIRE_ENV} is set but {reason}")
+        pytest.skip(reason)
+    with PgBouncer(pg_admin_dsn) as running:
+        yield running
+
+
+def store_factory(request: pytest.FixtureRequest, kind: str) -> Iterator[Callable[[], Store]]:
+    """Independent store handles (pools) on one backing database: in memory, on PostgreSQL,
+    or on PostgreSQL through PgBouncer in transaction-pooling mode."""
     opened: list[Store] = []
-    if request.param == "memory":
+    if kind == "memory":
         db = MemoryDatabase()
 
         def make() -> Store:
             return MemoryStore(db)
     else:
         dsn = request.getfixturevalue("head_db")
+        options = {}
+        if kind == "pgbouncer":
+            dsn = request.getfixturevalue("pgbouncer").dsn(scratch.dbname_of(dsn))
+            options = {"prepare": False}
 
         def make() -> Store:
-            store = PostgresStore(dsn, host_id=f"h{len(opened)}", pool_size=2)
+            store = PostgresStore(dsn, host_id=f"h{len(opened)}", pool_size=2, **options)
             opened.append(store)
             return store
 
     yield make
     for store in opened:
         store.close()
+
+
+@pytest.fixture(params=["memory", "postgres"])
+def new_store(request: pytest.FixtureRequest) -> Iterator[Callable[[], Store]]:
+    """A factory of independent store handles (pools) on one backing database."""
+    yield from store_factory(request, request.param)

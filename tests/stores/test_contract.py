@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 import pytest
 
@@ -15,7 +15,17 @@ from queueguard.errors import StaleRangeError, UserDataConflict
 from queueguard.runtime.backlog import BacklogManager
 from queueguard.stores.postgres import PostgresStore
 
+from ..conftest import store_factory
+
 StoreFactory = Callable[[], Store]
+
+
+@pytest.fixture(params=["memory", "postgres", "pgbouncer"])
+def new_store(request: pytest.FixtureRequest) -> Iterator[StoreFactory]:
+    """The contract on both stores, and on PostgreSQL through a transaction pooler."""
+    yield from store_factory(request, request.param)
+
+
 Q = PhysicalQueue("ns", "orders", "workflow", 0)
 
 
@@ -238,6 +248,6 @@ def test_both_stores_reject_what_jsonb_cannot_hold_and_write_nothing(
 def test_both_stores_accept_unusual_but_storable_payloads(new_store: StoreFactory) -> None:
     store = new_store()
     state = store.load_queue(Q)
-    odd = {"task": {"emoji": "🚀", "quote": "it's \"x\"", "big": 2**62, "neg": -0.5, "e": []}}
+    odd = {"task": {"emoji": "🚀", "quote": 'it\'s "x"', "big": 2**62, "neg": -0.5, "e": []}}
     store.append(Q, state.range_id, [odd])
     assert [t.data for t in store.read(Q, 0, 10)] == [odd]

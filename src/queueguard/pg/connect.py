@@ -32,11 +32,14 @@ def connect(
     """Connect or raise ConnectionFailed with a redacted target."""
     validate(dsn)
     try:
+        # The tools' connections prepare nothing server-side: through a transaction pooler
+        # the next transaction may run on another server connection.
+        options: dict[str, Any] = {"prepare_threshold": None, **kwargs}
         return psycopg.connect(
             dsn,
             application_name=application_name,
             connect_timeout=CONNECT_TIMEOUT_S,
-            **kwargs,
+            **options,
         )
     except psycopg.OperationalError as exc:
         raise ConnectionFailed(

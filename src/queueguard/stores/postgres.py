@@ -118,7 +118,10 @@ class PostgresStore:
         host_id: str = "local",
         pool_size: int = 4,
         create_schema: bool | Installer = True,
+        prepare: bool = True,
     ) -> None:
+        """`prepare=False` for a transaction pooler (PgBouncer in transaction mode before 1.21):
+        no server-side prepared statements, the only session state the store would use."""
         self.dsn = validate(dsn)
         self.application_name = application_name(PROTOCOL, host_id)
         # Startup handshake before anything is registered or loaded (docs/interfaces.md).
@@ -133,6 +136,8 @@ class PostgresStore:
                 # single statements run as their own transaction (one round trip);
                 # multi-statement work goes through transaction() (BEGIN … COMMIT)
                 "autocommit": True,
+                # psycopg prepares a statement after its 5th use by default
+                "prepare_threshold": 5 if prepare else None,
             },
             open=False,
             name=f"queueguard-{host_id}",

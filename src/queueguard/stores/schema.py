@@ -42,7 +42,11 @@ class SchemaState:
 
     @property
     def empty(self) -> bool:
-        return self.versions is None and not (self.tables & OUR_TABLES)
+        """Nothing of queueguard's yet, or only an empty version table (the upgrade creates
+        it just before the first revision, so a concurrent reader may see it so)."""
+        if self.versions:
+            return False
+        return not (self.tables & OUR_TABLES - {VERSION_TABLE})
 
     @property
     def unversioned(self) -> bool:

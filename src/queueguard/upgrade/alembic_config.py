@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 from typing import Any
 
 import psycopg
@@ -22,8 +23,13 @@ def engine_for(dsn: str, application_name: str = UPGRADE_APPLICATION_NAME) -> sa
     validate(dsn)
 
     def creator() -> Any:
+        # No server-side prepared statements: through a transaction pooler the next
+        # transaction may run on another server connection, where they do not exist.
         return psycopg.connect(
-            dsn, application_name=application_name, connect_timeout=CONNECT_TIMEOUT_S
+            dsn,
+            application_name=application_name,
+            connect_timeout=CONNECT_TIMEOUT_S,
+            prepare_threshold=None,
         )
 
     return sa.create_engine("postgresql+psycopg://", creator=creator, poolclass=NullPool)
@@ -32,7 +38,9 @@ def engine_for(dsn: str, application_name: str = UPGRADE_APPLICATION_NAME) -> sa
 def config(migrations: MigrationSet | None = None, **attributes: Any) -> Config:
     """An Alembic Config on a migration set's script directory (default: the packaged one;
     no alembic.ini needed)."""
-    cfg = Config()
+    # Alembic's own messages go to a buffer, not sys.stdout (swapping sys.stdout is not
+    # thread-safe, and hosts may install the schema from several threads at once).
+    cfg = Config(stdout=io.StringIO())
     root = migrations.root if migrations is not None else migrations_dir()
     cfg.set_main_option("script_location", str(root))
     cfg.attributes.update(attributes)

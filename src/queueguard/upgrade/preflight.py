@@ -245,7 +245,7 @@ def classify(
     unversioned one (blocking), or a database already at (or past) the target.
     """
     table = VERSION_TABLE
-    if state.versions is None:
+    if state.versions is None or state.empty:
         if state.unversioned:
             ours = sorted(state.tables & revisions.OUR_TABLES)
             return None, [_schema("schema.unversioned", "blocking", table, ours)], []

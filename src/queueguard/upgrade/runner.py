@@ -17,8 +17,8 @@ from __future__ import annotations
 import io
 import random
 import re
+import threading
 import time
-from contextlib import redirect_stdout
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -49,6 +49,10 @@ from queueguard.upgrade.alembic_config import config, engine_for
 
 Q = queries("queueguard.upgrade", "upgrade.sql")
 RUNNER_WAIT_S = 30.0
+#: Alembic keeps its running migration context in module globals (`alembic.context`,
+#: `alembic.op`): two threads of one process must not run it at once (hosts may install the
+#: head schema from several threads). Across processes the runner lock serialises them.
+ALEMBIC = threading.Lock()
 
 
 @dataclass
@@ -78,7 +82,8 @@ def render_sql(
     buffer = io.StringIO()
     cfg.output_buffer = buffer
     spec = f"{start}:{target}" if start else target
-    command.upgrade(cfg, spec, sql=True)
+    with ALEMBIC:
+        command.upgrade(cfg, spec, sql=True)
     return buffer.getvalue()
 
 
@@ -124,6 +129,7 @@ def upgrade(
     except sa.exc.OperationalError as exc:
         raise ConnectionFailed(f"cannot connect to {redact(dsn)}: {exc.orig}") from None
     current: str | None = None  # the revision being applied, for a lost-server message
+    lost = False
     try:
         _refuse_standby(conn)
         state = _state(conn)
@@ -171,9 +177,10 @@ def upgrade(
     except (sa.exc.DBAPIError, psycopg.Error) as exc:
         if not connection_lost(exc):
             raise
+        lost = True
         raise ConnectionFailed(_lost_message(dsn, current, exc)) from None
     finally:
-        _close(conn, engine)
+        _close(conn, engine, lost)
 
 
 def _lost_message(dsn: str, revision: str | None, exc: BaseException) -> str:
@@ -186,11 +193,15 @@ def _lost_message(dsn: str, revision: str | None, exc: BaseException) -> str:
     )
 
 
-def _close(conn: sa.Connection, engine: sa.Engine) -> None:
-    """End the session; on a lost server there is nothing to roll back (the server did)."""
+def _close(conn: sa.Connection, engine: sa.Engine, lost: bool) -> None:
+    """End the session. A lost server already rolled back: the connection is discarded
+    without a word to it (a rollback on a dead socket would only add a traceback)."""
     try:
-        conn.rollback()
-        conn.close()
+        if lost:
+            conn.invalidate()
+        else:
+            conn.rollback()
+            conn.close()
     except (sa.exc.DBAPIError, psycopg.Error):
         conn.invalidate()
     finally:
@@ -234,7 +245,7 @@ def _create_version_table(conn: sa.Connection, wait_s: float) -> None:
 
 def _refuse_unknown(state: schema.SchemaState, migrations: MigrationSet) -> None:
     """An unversioned database or a revision this migration set does not know: refuse."""
-    if state.versions is not None and not migrations.knows(state.revision):
+    if state.versions is not None and not state.empty and not migrations.knows(state.revision):
         found = state.revision or ", ".join(state.versions) or "no row"
         raise UnknownSchema(
             f"{VERSION_TABLE} holds revision {found!r}, which this release does not know "
@@ -282,7 +293,7 @@ def _apply_with_retries(
             progress=progress,
         )
         try:
-            with redirect_stdout(io.StringIO()):
+            with ALEMBIC:
                 command.upgrade(cfg, revision)
             if revision not in cfg.attributes.get("applied", []):
                 raise AlreadyApplied(revision, _state(conn).revision)

@@ -1,0 +1,122 @@
+"""A private PgBouncer in transaction-pooling mode in front of a PostgreSQL server.
+
+Started from the machine's `pgbouncer` binary (Debian's package; `.ci/run` installs it) on a
+free loopback port, with a small server pool so consecutive transactions of one client land
+on different server connections — the setting that breaks session state (session advisory
+locks, prepared statements, SET without LOCAL). As root it runs as the service user that runs
+the embedded server (PgBouncer refuses root).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+from pathlib import Path
+from types import TracebackType
+
+from queueguard.pg import dsn as dsns
+from queueguard.pg.servers import SERVICE_USER
+
+BINARY = "pgbouncer"
+REQUIRE_ENV = "QUEUEGUARD_REQUIRE_TOPOLOGY"
+
+
+def available() -> str | None:
+    """The reason PgBouncer cannot run here, or None when it can."""
+    if shutil.which(BINARY) is None and not Path("/usr/sbin/pgbouncer").exists():
+        return "pgbouncer is not installed (Debian: apt-get install pgbouncer)"
+    return None
+
+
+def binary() -> str:
+    return shutil.which(BINARY) or "/usr/sbin/pgbouncer"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class PgBouncer:
+    """`with PgBouncer(server_dsn) as pooler: pooler.dsn(dbname)`."""
+
+    def __init__(self, server_dsn: str, *, pool_size: int = 4, pool_mode: str = "transaction"):
+        params = dsns.params(server_dsn)
+        self.user = params.get("user", "postgres")
+        self.upstream = {k: params[k] for k in ("host", "port") if k in params}
+        self.pool_size, self.pool_mode = pool_size, pool_mode
+        self.port = _free_port()
+        self.folder = Path(tempfile.mkdtemp(prefix="qg-pgbouncer-"))
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def _write_config(self) -> Path:
+        upstream = " ".join(f"{k}={v}" for k, v in self.upstream.items())
+        (self.folder / "users.txt").write_text(f'"{self.user}" ""\n')
+        config = self.folder / "pgbouncer.ini"
+        config.write_text(
+            "[databases]\n"
+            f"* = {upstream} user={self.user}\n"
+            "[pgbouncer]\n"
+            "listen_addr = 127.0.0.1\n"
+            f"listen_port = {self.port}\n"
+            "unix_socket_dir =\n"
+            "auth_type = trust\n"
+            f"auth_file = {self.folder / 'users.txt'}\n"
+            f"pool_mode = {self.pool_mode}\n"
+            f"default_pool_size = {self.pool_size}\n"
+            "max_client_conn = 500\n"
+            "server_reset_query =\n"
+            "ignore_startup_parameters = extra_float_digits,options\n"
+            f"logfile = {self.folder / 'pgbouncer.log'}\n"
+        )
+        return config
+
+    def start(self) -> PgBouncer:
+        config = self._write_config()
+        argv = [binary(), str(config)]
+        if os.geteuid() == 0:
+            shutil.chown(self.folder, SERVICE_USER)
+            for path in self.folder.iterdir():
+                shutil.chown(path, SERVICE_USER)
+            argv = [binary(), "-u", SERVICE_USER, str(config)]
+        self.process = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                err = self.process.stderr.read().decode() if self.process.stderr else ""
+                raise RuntimeError(f"pgbouncer exited: {err or self.log()}")
+            with socket.socket() as s:
+                if s.connect_ex(("127.0.0.1", self.port)) == 0:
+                    return self
+            time.sleep(0.05)
+        raise RuntimeError(f"pgbouncer did not listen on {self.port}: {self.log()}")
+
+    def log(self) -> str:
+        path = self.folder / "pgbouncer.log"
+        return path.read_text(errors="replace")[-2000:] if path.exists() else ""
+
+    def dsn(self, dbname: str) -> str:
+        return f"host=127.0.0.1 port={self.port} user={self.user} dbname={dbname}"
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+    def __enter__(self) -> PgBouncer:
+        return self.start()
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.stop()
