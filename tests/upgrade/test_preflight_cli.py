@@ -83,6 +83,7 @@ PREFLIGHT_CODES = {
     "schema.at_head",
     "schema.at_target",
     "schema.pending",
+    "runtime.standby",
     "locks.lock_timeout",
     "locks.statement_timeout",
     "preflight.query_failed",

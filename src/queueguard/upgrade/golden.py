@@ -11,6 +11,7 @@ from queueguard.errors import QueueguardError, UsageError
 from queueguard.pg.connect import connection
 from queueguard.resources import fixtures_dir
 from queueguard.stores import schema
+from queueguard.upgrade import replica
 
 
 @dataclass(frozen=True)
@@ -75,6 +76,8 @@ def snapshot_path(name: str) -> Path:
 def load(fixture: Fixture, dsn: str) -> None:
     """Load a fixture into an empty database (refuses a non-empty one), in one transaction."""
     with connection(dsn, application_name="queueguard-fixtures") as conn:
+        with conn.cursor() as cursor:
+            replica.refuse_standby(cursor, "load fixtures into")
         state = schema.inspect(conn)
         if not state.empty or state.tables:
             raise QueueguardError(

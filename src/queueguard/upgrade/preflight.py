@@ -37,7 +37,7 @@ from queueguard.pg.sqlfiles import queries
 from queueguard.revisions import VERSION_TABLE, MigrationSet
 from queueguard.stores import schema
 from queueguard.style import SEVERITY, paint
-from queueguard.upgrade import audit, locks
+from queueguard.upgrade import audit, locks, replica
 from queueguard.upgrade.audit import Finding
 
 APPLICATION_NAME = "queueguard-preflight"
@@ -200,6 +200,7 @@ def _run(
             return None, [failure]
     state = schema.SchemaState(tables, versions)
     revision, findings, pending = classify(state, target, migrations)
+    findings += _on_standby(cur, limits)
     if revision is None or not pending:
         return revision, findings
     # the locks the pending revisions will take: what the lock checks and estimates report
@@ -260,6 +261,22 @@ def classify(
         return revision, [_schema("schema.at_target", "info", table, [revision, target])], []
     pending = [r.id for r in migrations.pending(revision, target)]
     return revision, [_schema("schema.pending", "info", table, pending)], pending
+
+
+def _on_standby(cur: Cursor, limits: Limits) -> list[Finding]:
+    """runtime.standby with the replay lag, when the audit runs on a hot standby."""
+    found, failure = _guarded(cur, "pg_catalog", limits, lambda: replica.standby(cur))
+    if failure is not None:
+        return [failure]
+    if found is None:
+        return []
+    sample = {
+        "primary": found.primary or None,
+        "replayLagSeconds": found.replay_lag_s,
+        "replayLagBytes": found.replay_lag_bytes,
+    }
+    message = audit.MESSAGES["runtime.standby"]
+    return [Finding("runtime.standby", "warning", None, 1, [sample], message)]
 
 
 def _schema(code: str, severity: str, obj: str | None, samples: list[Any]) -> Finding:

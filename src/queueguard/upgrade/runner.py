@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import io
 import random
-import re
 import threading
 import time
 from dataclasses import dataclass, field
@@ -35,7 +34,6 @@ from queueguard.errors import (
     MigrationError,
     OlderHostsConnected,
     RunnerBusy,
-    StandbyTarget,
     UnknownSchema,
     UsageError,
 )
@@ -44,7 +42,7 @@ from queueguard.pg.dsn import redact
 from queueguard.pg.sqlfiles import queries
 from queueguard.revisions import VERSION_TABLE, MigrationSet
 from queueguard.stores import schema
-from queueguard.upgrade import audit, manifest
+from queueguard.upgrade import audit, manifest, replica
 from queueguard.upgrade.alembic_config import config, engine_for
 
 Q = queries("queueguard.upgrade", "upgrade.sql")
@@ -209,24 +207,10 @@ def _close(conn: sa.Connection, engine: sa.Engine, lost: bool) -> None:
 
 
 def _refuse_standby(conn: sa.Connection) -> None:
-    """A hot standby cannot take the migration's locks: say so, naming the primary."""
-    in_recovery, upstream = conn.exec_driver_sql(Q["recovery"]).one()
-    conn.commit()
-    if in_recovery:
-        primary = _primary_of(upstream)
-        raise StandbyTarget(
-            "the target is a hot standby (in recovery, read-only): upgrade the primary"
-            + (f" ({primary})" if primary else "")
-        )
-
-
-def _primary_of(conninfo: str | None) -> str:
-    """host:port of the primary a standby streams from (pg_stat_wal_receiver), if visible."""
-    if not conninfo:
-        return ""
-    found = dict(re.findall(r"(\w+)=('(?:[^']|'')*'|\S+)", conninfo))
-    host, port = found.get("host", "").strip("'"), found.get("port", "").strip("'")
-    return f"{host}:{port}" if host else ""
+    """A hot standby cannot take the migration's locks: say so before touching anything."""
+    with conn.connection.dbapi_connection.cursor() as cursor:  # type: ignore[union-attr]
+        replica.refuse_standby(cursor, "upgrade")
+    conn.rollback()
 
 
 def _create_version_table(conn: sa.Connection, wait_s: float) -> None:

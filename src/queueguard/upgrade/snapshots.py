@@ -13,7 +13,7 @@ from queueguard import revisions, snapshot
 from queueguard.errors import QueueguardError, UsageError
 from queueguard.pg.connect import connection
 from queueguard.stores import schema
-from queueguard.upgrade import state
+from queueguard.upgrade import replica, state
 from queueguard.upgrade.runner import upgrade
 
 Doc = dict[str, Any]
@@ -38,6 +38,8 @@ def import_into(dsn: str, doc: Doc) -> None:
     """Load a validated document into an empty database (or an empty head-schema one)."""
     head = revisions.packaged().head.id
     with connection(dsn) as conn:
+        with conn.cursor() as cursor:
+            replica.refuse_standby(cursor, "import snapshots into")
         found = schema.inspect(conn)
     if found.tables and found.revision != head:
         raise QueueguardError(

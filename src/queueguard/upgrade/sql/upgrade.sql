@@ -23,11 +23,6 @@ CREATE TABLE IF NOT EXISTS queueguard_version (
     CONSTRAINT queueguard_version_pkc PRIMARY KEY (version_num)
 );
 
--- name: recovery
--- A hot standby answers true; where visible, the primary it streams from.
-SELECT pg_is_in_recovery(),
-       (SELECT conninfo FROM pg_stat_wal_receiver LIMIT 1);
-
 -- name: auto_backlog
 -- Rows 004 will relocate, per legacy auto queue (read before 004 runs, for the report).
 SELECT t.physical_queue, count(*)

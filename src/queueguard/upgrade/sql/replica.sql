@@ -1,0 +1,14 @@
+-- Is this server a hot standby, how far behind is it, and which primary does it stream from.
+
+-- name: standby
+-- One row: in recovery?, the primary's conninfo (pg_stat_wal_receiver; NULL unless the role
+-- may see it), replay lag in seconds (0 when everything received is replayed) and in bytes.
+SELECT pg_is_in_recovery(),
+       (SELECT conninfo FROM pg_stat_wal_receiver LIMIT 1),
+       CASE WHEN NOT pg_is_in_recovery() THEN NULL
+            WHEN pg_last_wal_receive_lsn() IS NOT DISTINCT FROM pg_last_wal_replay_lsn() THEN 0
+            ELSE extract(epoch FROM now() - pg_last_xact_replay_timestamp())
+       END::float8,
+       CASE WHEN pg_is_in_recovery()
+            THEN pg_wal_lsn_diff(pg_last_wal_receive_lsn(), pg_last_wal_replay_lsn())
+       END::bigint;
