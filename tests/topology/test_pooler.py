@@ -44,3 +44,25 @@ def test_preflight_status_and_upgrade_through_the_pooler(
         assert cli.main(["status", "--dsn", pooled, "--json"]) == 0
         doc = json.loads(capsys.readouterr().out)
         assert (doc["revision"], doc["protocol"], doc["drift"]) == ("004", {"min": 4, "max": 4}, [])
+
+
+def test_the_older_host_check_says_it_is_blind_through_a_pooler(
+    pg_admin_dsn: str, pgbouncer: PgBouncer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with ScratchDatabases(pg_admin_dsn) as databases:
+        direct = databases.create()
+        golden.load(golden.get("v0.3"), direct)
+        pooled = pgbouncer.dsn(dbname_of(direct))
+
+        def codes(*dsn_and_flags: str) -> list[str]:
+            assert cli.main(["preflight", "--dsn", *dsn_and_flags, "--json"]) == 0
+            return [f["code"] for f in json.loads(capsys.readouterr().out)["findings"]]
+
+        assert "runtime.pooled" in codes(pooled)
+        assert "runtime.pooled" not in codes(direct)
+        assert "runtime.pooled" in codes(direct, "--pooled")  # the operator may say so
+        assert cli.main(["upgrade", "--dsn", pooled, "--json"]) == 0
+        out, err = capsys.readouterr()
+        (warning,) = json.loads(out)["warnings"]
+        assert "an idle host is invisible" in warning and "the fence" in warning
+        assert "queueguard: warning: through a pooler" in err

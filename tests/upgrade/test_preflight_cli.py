@@ -84,6 +84,7 @@ PREFLIGHT_CODES = {
     "schema.at_target",
     "schema.pending",
     "runtime.standby",
+    "runtime.pooled",
     "locks.lock_timeout",
     "locks.statement_timeout",
     "preflight.query_failed",

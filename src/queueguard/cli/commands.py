@@ -127,7 +127,10 @@ def cmd_upgrade(args: argparse.Namespace) -> int:
         force=args.force,
         progress=not args.json,
         migrations=migrations,
+        pooled=args.pooled,
     )
+    for warning in report.warnings:
+        print(f"queueguard: warning: {warning}", file=sys.stderr)
     if args.json:
         _emit_json(report.as_json())
     elif not report.applied:
@@ -257,6 +260,7 @@ def cmd_preflight(args: argparse.Namespace) -> int:
         statement_timeout_ms=parse_duration_ms(args.statement_timeout),
         samples=args.samples,
         migrations=_migrations(args),
+        pooled=args.pooled,
     )
     if args.json:
         _emit_json(report.as_json())

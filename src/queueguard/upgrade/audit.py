@@ -184,6 +184,7 @@ MESSAGES = {
     # runtime.*: who is connected
     "runtime.older_hosts": "hosts of an older protocol are connected: stop them before "
     "upgrading (upgrade refuses while they are, unless --force)",
+    "runtime.pooled": "preflight reached the database through a pooler or proxy",
     "runtime.standby": "preflight ran on a hot standby: data checks read its (replayed) copy; "
     "locks.* and runtime.* see only its own sessions: run preflight on the primary too",
     "runtime.activity_hidden": "sessions hidden from this role (grant pg_read_all_stats to see "

@@ -11,7 +11,7 @@ from queueguard.errors import QueueguardError, UsageError
 from queueguard.pg.connect import connection
 from queueguard.resources import fixtures_dir
 from queueguard.stores import schema
-from queueguard.upgrade import replica
+from queueguard.upgrade import topology
 
 
 @dataclass(frozen=True)
@@ -77,7 +77,7 @@ def load(fixture: Fixture, dsn: str) -> None:
     """Load a fixture into an empty database (refuses a non-empty one), in one transaction."""
     with connection(dsn, application_name="queueguard-fixtures") as conn:
         with conn.cursor() as cursor:
-            replica.refuse_standby(cursor, "load fixtures into")
+            topology.refuse_standby(cursor, "load fixtures into")
         state = schema.inspect(conn)
         if not state.empty or state.tables:
             raise QueueguardError(

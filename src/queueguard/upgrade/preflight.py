@@ -37,7 +37,7 @@ from queueguard.pg.sqlfiles import queries
 from queueguard.revisions import VERSION_TABLE, MigrationSet
 from queueguard.stores import schema
 from queueguard.style import SEVERITY, paint
-from queueguard.upgrade import audit, locks, replica
+from queueguard.upgrade import audit, locks, topology
 from queueguard.upgrade.audit import Finding
 
 APPLICATION_NAME = "queueguard-preflight"
@@ -120,6 +120,7 @@ def preflight(
     statement_timeout_ms: int = 60000,
     samples: int = 10,
     migrations: MigrationSet | None = None,
+    pooled: bool = False,
 ) -> PreflightReport:
     """Audit the database at `dsn` for an upgrade to `target`; see the module docstring.
 
@@ -133,6 +134,7 @@ def preflight(
     conn = connect(dsn, application_name=APPLICATION_NAME, autocommit=True)
     try:
         revision, findings = _audit(conn, migrations, goal, limits)
+        findings += _through_pooler(conn, pooled)
     except psycopg.OperationalError as exc:  # only a lost connection gets this far
         raise ConnectionFailed(
             f"lost the connection to {redact(dsn)} during preflight: {redact(str(exc)).strip()}"
@@ -263,9 +265,19 @@ def classify(
     return revision, [_schema("schema.pending", "info", table, pending)], pending
 
 
+def _through_pooler(conn: psycopg.Connection[TupleRow], declared: bool) -> list[Finding]:
+    """runtime.pooled: the older-host check is blind to idle clients behind a pooler."""
+    with conn.cursor() as cur:
+        why = topology.pooler(conn, cur, declared)
+    if why is None:
+        return []
+    message = f"{audit.MESSAGES['runtime.pooled']}: {topology.POOLER_BLIND}"
+    return [Finding("runtime.pooled", "warning", None, 1, [why], message)]
+
+
 def _on_standby(cur: Cursor, limits: Limits) -> list[Finding]:
     """runtime.standby with the replay lag, when the audit runs on a hot standby."""
-    found, failure = _guarded(cur, "pg_catalog", limits, lambda: replica.standby(cur))
+    found, failure = _guarded(cur, "pg_catalog", limits, lambda: topology.standby(cur))
     if failure is not None:
         return [failure]
     if found is None:

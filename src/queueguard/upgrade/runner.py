@@ -42,7 +42,7 @@ from queueguard.pg.dsn import redact
 from queueguard.pg.sqlfiles import queries
 from queueguard.revisions import VERSION_TABLE, MigrationSet
 from queueguard.stores import schema
-from queueguard.upgrade import audit, manifest, replica
+from queueguard.upgrade import audit, manifest, topology
 from queueguard.upgrade.alembic_config import config, engine_for
 
 Q = queries("queueguard.upgrade", "upgrade.sql")
@@ -61,6 +61,8 @@ class UpgradeReport:
     applied: list[str] = field(default_factory=list)
     #: revisions another runner applied while this one waited for the runner lock
     skipped: list[str] = field(default_factory=list)
+    #: what the operator should know (e.g. the older-host check is blind through a pooler)
+    warnings: list[str] = field(default_factory=list)
     relocated: dict[str, int] = field(default_factory=dict)
     queues_fenced: int = 0
     lock_waits: int = 0
@@ -111,6 +113,7 @@ def upgrade(
     progress: bool = True,
     runner_wait_s: float = RUNNER_WAIT_S,
     migrations: MigrationSet | None = None,
+    pooled: bool = False,
 ) -> UpgradeReport:
     """Upgrade the database at `dsn` to `to`; see the module docstring."""
     migrations = migrations or revisions.packaged()
@@ -141,6 +144,12 @@ def upgrade(
         fencing = [r for r in pending if r.fences_older_hosts]
         if fencing and not force:
             _refuse_older_hosts(conn, target, max(r.protocol or 0 for r in fencing))
+        if fencing:
+            with conn.connection.dbapi_connection.cursor() as cursor:  # type: ignore[union-attr]
+                why = topology.pooler(conn.connection.dbapi_connection, cursor, pooled)
+            conn.rollback()
+            if why is not None:
+                report.warnings.append(f"through a pooler ({why}): {topology.POOLER_BLIND}")
         if state.versions is None:
             _create_version_table(conn, runner_wait_s)
         for revision in pending:
@@ -209,7 +218,7 @@ def _close(conn: sa.Connection, engine: sa.Engine, lost: bool) -> None:
 def _refuse_standby(conn: sa.Connection) -> None:
     """A hot standby cannot take the migration's locks: say so before touching anything."""
     with conn.connection.dbapi_connection.cursor() as cursor:  # type: ignore[union-attr]
-        replica.refuse_standby(cursor, "upgrade")
+        topology.refuse_standby(cursor, "upgrade")
     conn.rollback()
 
 

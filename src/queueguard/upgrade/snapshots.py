@@ -13,7 +13,7 @@ from queueguard import revisions, snapshot
 from queueguard.errors import QueueguardError, UsageError
 from queueguard.pg.connect import connection
 from queueguard.stores import schema
-from queueguard.upgrade import replica, state
+from queueguard.upgrade import state, topology
 from queueguard.upgrade.runner import upgrade
 
 Doc = dict[str, Any]
@@ -39,7 +39,7 @@ def import_into(dsn: str, doc: Doc) -> None:
     head = revisions.packaged().head.id
     with connection(dsn) as conn:
         with conn.cursor() as cursor:
-            replica.refuse_standby(cursor, "import snapshots into")
+            topology.refuse_standby(cursor, "import snapshots into")
         found = schema.inspect(conn)
     if found.tables and found.revision != head:
         raise QueueguardError(

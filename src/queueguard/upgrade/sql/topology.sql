@@ -12,3 +12,7 @@ SELECT pg_is_in_recovery(),
        CASE WHEN pg_is_in_recovery()
             THEN pg_wal_lsn_diff(pg_last_wal_receive_lsn(), pg_last_wal_replay_lsn())
        END::bigint;
+
+-- name: server_port
+-- The port the server listens on (a client on another port talks to a pooler or proxy).
+SELECT current_setting('port');
