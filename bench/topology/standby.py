@@ -4,6 +4,7 @@ upgrade."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import tempfile
@@ -35,7 +36,8 @@ class PrimaryWithStandby:
         if os.geteuid() == 0:  # the base backup is written by the service user
             shutil.chown(self.standby.data_dir, servers.SERVICE_USER, servers.SERVICE_USER)
         # A base backup with -R: standby.signal plus primary_conninfo over the primary's socket.
-        self.primary._run(  # noqa: SLF001 - the server's own runner (service user as root)
+        # the server's own runner: as root it runs the tool as the service user
+        self.primary._run(
             "pg_basebackup",
             "-D",
             str(self.standby.data_dir),
@@ -76,10 +78,8 @@ class PrimaryWithStandby:
 
     def stop(self) -> None:
         for server in (self.standby, self.primary):
-            try:
+            with contextlib.suppress(Exception):  # best effort on teardown
                 server.stop()
-            except Exception:  # noqa: BLE001 - best effort on teardown
-                pass
             shutil.rmtree(server.socket_dir, ignore_errors=True)
         shutil.rmtree(self.base, ignore_errors=True)
 

@@ -179,7 +179,9 @@ def mutated_documents(draw: st.DrawFn) -> dict[str, Any]:
         for step in path[:-1]:
             parent = parent[step]
         op = draw(st.sampled_from(["set", "set", "delete", "add"]))
-        value = draw(st.sampled_from(HOSTILE_VALUES) | json_values)
+        # a copy: a later step may mutate inside the inserted value, and strategies hand out
+        # shared objects (mutating them would change what later examples draw)
+        value = copy.deepcopy(draw(st.sampled_from(HOSTILE_VALUES) | json_values))
         if op == "delete":
             del parent[path[-1]]
         elif op == "add" and isinstance(parent, dict):

@@ -18,8 +18,9 @@ import io
 import random
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import psycopg
 import sqlalchemy as sa
@@ -46,6 +47,7 @@ from queueguard.upgrade import audit, manifest, topology
 from queueguard.upgrade.alembic_config import config, engine_for
 
 Q = queries("queueguard.upgrade", "upgrade.sql")
+T = TypeVar("T")
 RUNNER_WAIT_S = 30.0
 #: Alembic keeps its running migration context in module globals (`alembic.context`,
 #: `alembic.op`): two threads of one process must not run it at once (hosts may install the
@@ -87,12 +89,22 @@ def render_sql(
     return buffer.getvalue()
 
 
+def _read(conn: sa.Connection, read: Callable[[Any, Any], T]) -> T:
+    """Run `read(dbapi_connection, cursor)` in a transaction of its own, ended here: SQLAlchemy
+    does not see statements on the raw connection, and an open transaction would pin a
+    server connection of a transaction pooler (and hold its locks) until the next commit."""
+    conn.commit()  # whatever SQLAlchemy had begun
+    raw: Any = conn.connection.dbapi_connection
+    try:
+        with raw.cursor() as cursor:
+            return read(raw, cursor)
+    finally:
+        raw.rollback()
+
+
 def _state(conn: sa.Connection) -> schema.SchemaState:
     """Which revision the database is at (the one reader, on the runner's connection)."""
-    with conn.connection.dbapi_connection.cursor() as cursor:  # type: ignore[union-attr]
-        state = schema.read_state(cursor)
-    conn.commit()
-    return state
+    return _read(conn, lambda _raw, cursor: schema.read_state(cursor))
 
 
 def _is_lock_timeout(exc: BaseException) -> bool:
@@ -145,9 +157,7 @@ def upgrade(
         if fencing and not force:
             _refuse_older_hosts(conn, target, max(r.protocol or 0 for r in fencing))
         if fencing:
-            with conn.connection.dbapi_connection.cursor() as cursor:  # type: ignore[union-attr]
-                why = topology.pooler(conn.connection.dbapi_connection, cursor, pooled)
-            conn.rollback()
+            why = _read(conn, lambda raw, cursor: topology.pooler(raw, cursor, pooled))
             if why is not None:
                 report.warnings.append(f"through a pooler ({why}): {topology.POOLER_BLIND}")
         if state.versions is None:
@@ -217,9 +227,7 @@ def _close(conn: sa.Connection, engine: sa.Engine, lost: bool) -> None:
 
 def _refuse_standby(conn: sa.Connection) -> None:
     """A hot standby cannot take the migration's locks: say so before touching anything."""
-    with conn.connection.dbapi_connection.cursor() as cursor:  # type: ignore[union-attr]
-        topology.refuse_standby(cursor, "upgrade")
-    conn.rollback()
+    _read(conn, lambda _raw, cursor: topology.refuse_standby(cursor, "upgrade"))
 
 
 def _create_version_table(conn: sa.Connection, wait_s: float) -> None:
@@ -232,7 +240,13 @@ def _create_version_table(conn: sa.Connection, wait_s: float) -> None:
         if _is_lock_timeout(exc):
             raise RunnerBusy(int(wait_s * 1000)) from None
         raise
-    conn.exec_driver_sql(Q["version_table"])
+    try:
+        conn.exec_driver_sql(Q["version_table"])
+    except sa.exc.ProgrammingError as exc:  # e.g. a role without CREATE on the schema
+        conn.rollback()
+        raise MigrationError(
+            f"cannot create {VERSION_TABLE}, nothing was changed: {exc.orig}"
+        ) from None
     conn.commit()
 
 
@@ -256,9 +270,9 @@ def _refuse_unknown(state: schema.SchemaState, migrations: MigrationSet) -> None
 
 def _refuse_older_hosts(conn: sa.Connection, target: str, protocol: int) -> None:
     """Refuse while hosts below `protocol` are connected (preflight's runtime.older_hosts)."""
-    with conn.connection.dbapi_connection.cursor() as cursor:  # type: ignore[union-attr]
-        hosts = audit.older_hosts(cursor, target=target, protocol=protocol)
-    conn.rollback()
+    hosts = _read(
+        conn, lambda _raw, cursor: audit.older_hosts(cursor, target=target, protocol=protocol)
+    )
     if hosts:
         raise OlderHostsConnected(hosts)
 
