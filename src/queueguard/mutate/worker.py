@@ -1,0 +1,140 @@
+"""One job (a mutant, or a baseline) judged by the gates, in a worker process.
+
+Workers are long-lived processes (`runner.Pool`), one per `--jobs`, started with everything
+the gates import already imported (this module imports them); each leads its own process
+group, so a job that overruns its timeout is killed with every child it started (the user
+command included) and the worker is replaced.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+import time
+import traceback
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from multiprocessing.connection import Connection
+from pathlib import Path
+from typing import Any
+
+from queueguard.mutate.gates import (
+    GateResult,
+    Release,
+    command_gate,
+    exact_verify_gate,
+    lint_gate,
+    verify_gate,
+)
+from queueguard.mutate.shared import Shared
+from queueguard.mutate.workspace import materialise
+from queueguard.pg.scratch import ScratchDatabases
+
+GATES = ("lint", "verify", "command")
+
+
+@dataclass(frozen=True)
+class Setup:
+    """What every job of a run needs (sent once to each worker)."""
+
+    shared: Shared
+    #: the unmodified copy of the migration set that jobs copy
+    baseline: Path
+    #: where jobs make their copies
+    jobs_folder: Path
+    fixtures_root: Path | None = None
+    command: str | None = None
+    #: where a worker's own output goes (never the parent's stdout)
+    log_folder: Path | None = None
+
+
+@dataclass(frozen=True)
+class Job:
+    #: the mutant id, or `baseline` / `rendered`
+    key: str
+    #: files of the copy to replace (relative to the migration set)
+    files: dict[str, str] = field(default_factory=dict)
+    #: scratch databases of this job are named `<prefix>_…` (dropped if it is killed)
+    prefix: str = "qgm"
+    #: the complete `queueguard verify` instead of the fast one (the baseline)
+    exact: bool = False
+    #: run every gate even after one failed (baselines report everything)
+    all_gates: bool = False
+
+
+@dataclass(frozen=True)
+class Outcome:
+    key: str
+    gates: tuple[GateResult, ...] = ()
+    elapsed_ms: int = 0
+    timed_out: bool = False
+    #: a failure of the harness itself (not of a gate): the run has no verdict
+    error: str | None = None
+
+    @property
+    def killed_by(self) -> str | None:
+        return next((g.name for g in self.gates if not g.ok), None)
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "elapsedMs": self.elapsed_ms,
+            "timedOut": self.timed_out,
+            "gates": [g.as_json() for g in self.gates],
+        }
+
+
+def run_job(setup: Setup, job: Job, release: Release = ScratchDatabases.drop_all) -> Outcome:
+    """Copy, write the mutated files, regenerate the manifest, run the gates, clean up."""
+    from queueguard import revisions
+
+    started = time.monotonic()
+    root = setup.jobs_folder / job.key
+    try:
+        materialise(setup.baseline, root, job.files)
+        migrations = revisions.load(root)
+        gates: list[GateResult] = []
+        for gate in GATES:
+            if gate == "lint":
+                result = lint_gate(root)
+            elif gate == "verify" and job.exact:
+                result = exact_verify_gate(setup.shared.admin_dsn, migrations, setup.fixtures_root)
+            elif gate == "verify":
+                result = verify_gate(
+                    setup.shared, migrations, setup.fixtures_root, job.prefix, release
+                )
+            elif setup.command:
+                result = command_gate(setup.command, root)
+            else:
+                continue
+            gates.append(result)
+            if not result.ok and not job.all_gates:
+                break
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    return Outcome(job.key, tuple(gates), int((time.monotonic() - started) * 1000))
+
+
+def serve(conn: Connection, setup: Setup, number: int) -> None:
+    """The worker loop: receive a Job, send back its Outcome, until None arrives."""
+    os.setsid()  # its own process group: a timeout kills the job's children too
+    if setup.log_folder is not None:
+        log = open(setup.log_folder / f"worker-{number}.log", "ab")  # noqa: SIM115
+        os.dup2(log.fileno(), 1)
+        os.dup2(log.fileno(), 2)
+        sys.stdout = sys.stderr = open(log.fileno(), "w", closefd=False)  # noqa: SIM115
+    conn.send("ready")
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="drop") as dropper:
+
+        def release(scratch: ScratchDatabases) -> None:
+            dropper.submit(scratch.drop_all)
+
+        while True:
+            job = conn.recv()
+            if job is None:
+                return
+            try:
+                outcome = run_job(setup, job, release)
+            except Exception:
+                outcome = Outcome(job.key, error=traceback.format_exc())
+            conn.send(outcome)
