@@ -24,7 +24,11 @@ def generate(
     operators: Sequence[Operator] = OPERATORS,
 ) -> list[Mutant]:
     """The mutants of `revision` (default: the head) of the migration set."""
-    sites = revision_sites(migrations, revision or migrations.head.id)
+    return mutants_of(revision_sites(migrations, revision or migrations.head.id), operators)
+
+
+def mutants_of(sites: RevisionSites, operators: Sequence[Operator] = OPERATORS) -> list[Mutant]:
+    """The mutants of one revision's statements."""
     found: list[Mutant] = []
     seen: set[tuple[str, str]] = set()
     for site in sites.sites:

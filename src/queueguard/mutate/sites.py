@@ -11,7 +11,7 @@ their text (comments and literals blanked).
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -239,3 +239,17 @@ def revision_sites(migrations: MigrationSet, revision: str) -> RevisionSites:
         for p in step_files(revision, migrations.root)
     )
     return RevisionSites(revision, migrations.root, files)
+
+
+def from_texts(
+    revision: str, files: Mapping[str, str], root: Path = Path("/migrations")
+) -> RevisionSites:
+    """Sites of step files given as text (`{"sql/009/01_x.sql": "…"}`), in name order."""
+    return RevisionSites(
+        revision,
+        root,
+        tuple(
+            (path, SqlFile(root / path, "migration", files[path], revision))
+            for path in sorted(files)
+        ),
+    )

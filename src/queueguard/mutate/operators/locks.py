@@ -50,7 +50,8 @@ def add_lock(site: Site, revision: RevisionSites) -> Iterable[Change]:
             text, where = f"{site.text};\n{added}", "after"
         else:
             text, where = f"{added};\n{site.text}", "before"
-        first = " ".join(site.statement.clean.split())[:50]
+        first = " ".join(site.text.split())
+        first = first if len(first) <= 60 else first[:59] + "…"
         yield Change(text, f"add {added} {where} {first}", site.text)
 
 

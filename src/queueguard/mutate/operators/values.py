@@ -45,6 +45,16 @@ def _plain_operand(node: exp.Expr) -> bool:
     )
 
 
+def _operand(node: exp.Expr) -> bool:
+    """Whether `node` is an operand of an operator (so `node + 1` needs parentheses)."""
+    parent = node.parent
+    if isinstance(parent, exp.EQ) and isinstance(parent.parent, exp.Update | exp.OnConflict):
+        return False  # `SET a = …` assigns; it is no operator
+    return isinstance(parent, exp.Binary) or (
+        isinstance(parent, exp.Unary) and not isinstance(parent, exp.Paren)
+    )
+
+
 def _off_by_one_edits(node: exp.Expr) -> Iterator[Edit]:
     if _is_int(node) and not _positional(node) and not in_exists_list(node):
         value = int(node.name)
@@ -62,7 +72,7 @@ def _off_by_one_edits(node: exp.Expr) -> Iterator[Edit]:
     ):
         for klass, sign in ((exp.Add, "+"), (exp.Sub, "-")):
             after: exp.Expr = klass(this=node.copy(), expression=exp.Literal.number(1))
-            if isinstance(node.parent, exp.Binary | exp.Unary):
+            if _operand(node):
                 after = exp.Paren(this=after)
             where = context(node)
             yield _replace(after), f"{one_line(node, 50)} → … {sign} 1 in {where}"
