@@ -161,7 +161,7 @@ class Pool:
             with contextlib.suppress(BrokenPipeError, OSError):
                 worker.conn.send(None)
         for worker in self.workers:
-            worker.process.join(10)
+            worker.process.join(60)  # a worker exits once its last databases are dropped
             if worker.process.is_alive():
                 self._kill(worker)
 
@@ -207,9 +207,9 @@ def run(
                     tell(f"baselines pass every gate; judging {len(mutants)} mutants")
                     mutants_started = time.monotonic()
                     outcomes = _mutants(pool, mutants, settings, run_prefix, progress)
-                    elapsed = int((time.monotonic() - mutants_started) * 1000)
                 finally:
-                    pool.close()
+                    pool.close()  # waits for the workers' last drops: part of the mutants' time
+                elapsed = int((time.monotonic() - mutants_started) * 1000)
         finally:
             drop_prefixed(settings.admin_dsn, run_prefix)
     total = int((time.monotonic() - started) * 1000)

@@ -13,7 +13,7 @@ import shutil
 import sys
 import time
 import traceback
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 from pathlib import Path
@@ -125,9 +125,13 @@ def serve(conn: Connection, setup: Setup, number: int) -> None:
         sys.stdout = sys.stderr = open(log.fileno(), "w", closefd=False)  # noqa: SIM115
     conn.send("ready")
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="drop") as dropper:
+        dropping: list[Future[None]] = []
 
         def release(scratch: ScratchDatabases) -> None:
-            dropper.submit(scratch.drop_all)
+            """Drop a job's databases while the next job runs; wait for the previous job's
+            first, so at most one job's databases are ever waiting to be dropped."""
+            wait(dropping)
+            dropping[:] = [dropper.submit(scratch.drop_all)]
 
         while True:
             job = conn.recv()
