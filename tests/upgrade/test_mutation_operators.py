@@ -367,3 +367,15 @@ def test_004_yields_at_least_60_distinct_mutants(capsys: pytest.CaptureFixture[s
     assert main(["mutate", "004", "--list"]) == 0
     text = capsys.readouterr().out
     assert f"{len(ids)} mutants of 004" in text
+
+
+def test_the_repository_equivalence_file_matches_004() -> None:
+    """Every reviewed equivalent mutant still exists (none stale) and has a reason."""
+    from queueguard.mutate import equivalents
+
+    migrations = revisions.packaged()
+    entries = equivalents.load(equivalents.default_path(migrations.root))
+    matched = equivalents.match(entries, generate(migrations, "004"), "004")
+    assert entries and matched.stale == ()
+    assert len(matched.equivalent) == len(entries)
+    assert all(e.reason for e in entries)
