@@ -14,14 +14,15 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import socket
+import subprocess
+import sys
 import time
 import uuid
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from multiprocessing import get_context
 from multiprocessing.connection import Connection, wait
-from multiprocessing.process import BaseProcess
 from pathlib import Path
 
 from queueguard.mutate.errors import BaselineFailed, MutationRunFailed
@@ -29,7 +30,7 @@ from queueguard.mutate.generate import rendered_files
 from queueguard.mutate.model import Mutant
 from queueguard.mutate.shared import prepare
 from queueguard.mutate.sites import revision_sites
-from queueguard.mutate.worker import Job, Outcome, Setup, serve
+from queueguard.mutate.worker import Job, Outcome, Setup
 from queueguard.mutate.workspace import Workspace
 from queueguard.pg.connect import connection
 from queueguard.pg.scratch import ScratchDatabases, drop_database
@@ -78,44 +79,63 @@ def drop_prefixed(admin_dsn: str, prefix: str) -> None:
 
 @dataclass
 class _Worker:
-    process: BaseProcess
+    process: subprocess.Popen[bytes]
     conn: Connection
 
 
 class Pool:
     """`size` worker processes running jobs, each job under a deadline."""
 
-    def __init__(self, setup: Setup, size: int, cleanup: Callable[[Job], None]) -> None:
+    def __init__(
+        self, setup: Setup, size: int, cleanup: Callable[[Job], None], log_folder: Path
+    ) -> None:
         self.setup = setup
         self.cleanup = cleanup
-        self._context = get_context("spawn")
+        self.log_folder = log_folder
         self._started = 0
         self.workers = [self._start() for _ in range(max(1, size))]
         for worker in self.workers:
             self._await_ready(worker)
 
     def _start(self) -> _Worker:
-        parent, child = self._context.Pipe()
+        """A fresh interpreter in its own session, sharing our import path; it gets the Setup
+        first, then jobs, over a socket."""
+        ours, theirs = socket.socketpair()
         self._started += 1
-        process = self._context.Process(
-            target=serve, args=(child, self.setup, self._started), daemon=True
-        )
-        process.start()
-        child.close()
-        return _Worker(process, parent)
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+        command = [sys.executable, "-m", "queueguard.mutate", "worker"]
+        with open(self.log_folder / f"worker-{self._started}.log", "ab") as log:
+            process = subprocess.Popen(
+                [*command, str(theirs.fileno()), str(self._started)],
+                pass_fds=(theirs.fileno(),),
+                start_new_session=True,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=log,
+                env=env,
+            )
+        theirs.close()
+        conn = Connection(ours.detach())
+        conn.send(self.setup)
+        return _Worker(process, conn)
 
     def _await_ready(self, worker: _Worker) -> None:
-        if not worker.conn.poll(_START_TIMEOUT_S) or worker.conn.recv() != "ready":
-            raise MutationRunFailed("a mutation worker did not start")
+        try:
+            ready = worker.conn.poll(_START_TIMEOUT_S) and worker.conn.recv() == "ready"
+        except (EOFError, OSError):
+            ready = False
+        if not ready:
+            self._kill(worker)
+            logs = sorted(self.log_folder.glob("worker-*.log"))
+            tail = logs[-1].read_text(errors="replace")[-2000:] if logs else ""
+            raise MutationRunFailed(f"a mutation worker did not start:\n{tail}")
 
     def _kill(self, worker: _Worker) -> None:
-        pid = worker.process.pid
-        if pid is not None:
-            try:
-                os.killpg(pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                worker.process.kill()
-        worker.process.join(10)
+        """The worker and every process it started (its session's group)."""
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(worker.process.pid, signal.SIGKILL)
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            worker.process.wait(10)
         worker.conn.close()
 
     def _replace(self, index: int) -> None:
@@ -156,14 +176,22 @@ class Pool:
                     self.cleanup(job)
                     done(job, Outcome(job.key, (), int((now - started) * 1000), timed_out=True))
 
+    def kill(self) -> None:
+        """Stop every worker at once (their jobs' databases are swept by the caller)."""
+        for worker in self.workers:
+            self._kill(worker)
+
     def close(self) -> None:
         for worker in self.workers:
             with contextlib.suppress(BrokenPipeError, OSError):
                 worker.conn.send(None)
         for worker in self.workers:
-            worker.process.join(60)  # a worker exits once its last databases are dropped
-            if worker.process.is_alive():
+            try:
+                worker.process.wait(60)  # a worker exits once its last databases are dropped
+            except subprocess.TimeoutExpired:
                 self._kill(worker)
+            else:
+                worker.conn.close()
 
 
 def run(
@@ -194,21 +222,22 @@ def run(
                     workspace.folder / "jobs",
                     settings.fixtures_root,
                     settings.command,
-                    workspace.folder / "logs",
                 )
 
                 def cleanup(job: Job) -> None:
                     drop_prefixed(settings.admin_dsn, f"{job.prefix}_")
                     workspace.discard(job.key)
 
-                pool = Pool(setup, settings.jobs, cleanup)
+                pool = Pool(setup, settings.jobs, cleanup, workspace.folder / "logs")
                 try:
                     baselines = _baselines(pool, baseline_set, revision, settings, run_prefix)
                     tell(f"baselines pass every gate; judging {len(mutants)} mutants")
                     mutants_started = time.monotonic()
                     outcomes = _mutants(pool, mutants, settings, run_prefix, progress)
-                finally:
-                    pool.close()  # waits for the workers' last drops: part of the mutants' time
+                except BaseException:  # Ctrl-C, a failed baseline: stop the workers now
+                    pool.kill()
+                    raise
+                pool.close()  # waits for the workers' last drops: part of the mutants' time
                 elapsed = int((time.monotonic() - mutants_started) * 1000)
         finally:
             drop_prefixed(settings.admin_dsn, run_prefix)

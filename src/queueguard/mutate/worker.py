@@ -1,16 +1,15 @@
 """One job (a mutant, or a baseline) judged by the gates, in a worker process.
 
-Workers are long-lived processes (`runner.Pool`), one per `--jobs`, started with everything
-the gates import already imported (this module imports them); each leads its own process
-group, so a job that overruns its timeout is killed with every child it started (the user
-command included) and the worker is replaced.
+Workers are long-lived processes (`runner.Pool`), one per `--jobs`: `python -m
+queueguard.mutate worker FD N`, a fresh interpreter that imports what the gates need (this
+module imports them) and never the caller's `__main__`. Each leads its own session, so a job
+that overruns its timeout is killed with every child it started (the user command included)
+and the worker is replaced.
 """
 
 from __future__ import annotations
 
-import os
 import shutil
-import sys
 import time
 import traceback
 from concurrent.futures import Future, ThreadPoolExecutor, wait
@@ -45,8 +44,6 @@ class Setup:
     jobs_folder: Path
     fixtures_root: Path | None = None
     command: str | None = None
-    #: where a worker's own output goes (never the parent's stdout)
-    log_folder: Path | None = None
 
 
 @dataclass(frozen=True)
@@ -115,14 +112,10 @@ def run_job(setup: Setup, job: Job, release: Release = ScratchDatabases.drop_all
     return Outcome(job.key, tuple(gates), int((time.monotonic() - started) * 1000))
 
 
-def serve(conn: Connection, setup: Setup, number: int) -> None:
-    """The worker loop: receive a Job, send back its Outcome, until None arrives."""
-    os.setsid()  # its own process group: a timeout kills the job's children too
-    if setup.log_folder is not None:
-        log = open(setup.log_folder / f"worker-{number}.log", "ab")  # noqa: SIM115
-        os.dup2(log.fileno(), 1)
-        os.dup2(log.fileno(), 2)
-        sys.stdout = sys.stderr = open(log.fileno(), "w", closefd=False)  # noqa: SIM115
+def serve(conn: Connection, number: int) -> None:
+    """The worker loop: receive the Setup, then a Job at a time, send back its Outcome, until
+    None arrives. Output goes wherever the parent pointed stdout/stderr (its log folder)."""
+    setup: Setup = conn.recv()
     conn.send("ready")
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="drop") as dropper:
         dropping: list[Future[None]] = []
@@ -142,3 +135,9 @@ def serve(conn: Connection, setup: Setup, number: int) -> None:
             except Exception:
                 outcome = Outcome(job.key, error=traceback.format_exc())
             conn.send(outcome)
+
+
+def main(argv: list[str]) -> None:
+    """`python -m queueguard.mutate worker FD NUMBER`: serve the connection on socket FD."""
+    fd, number = int(argv[0]), int(argv[1])
+    serve(Connection(fd), number)
