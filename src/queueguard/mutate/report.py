@@ -14,6 +14,7 @@ from typing import Any, Literal
 
 from queueguard.mutate.equivalents import Equivalent, Matched, stub
 from queueguard.mutate.model import Mutant
+from queueguard.mutate.operators import OPERATORS
 from queueguard.mutate.runner import RunResult
 from queueguard.mutate.worker import Outcome
 
@@ -110,8 +111,10 @@ class Report:
         return [r for r in self.results if r.equivalent is not None and r.status != "equivalent"]
 
     def by_operator(self) -> dict[str, dict[str, int]]:
+        """Counts by status per operator, in the operators' stable order."""
+        order = [op.name for op in OPERATORS]
         table: dict[str, dict[str, int]] = {}
-        for r in self.results:
+        for r in sorted(self.results, key=lambda r: order.index(r.mutant.operator)):
             row = table.setdefault(r.mutant.operator, {"mutants": 0, **dict.fromkeys(STATUSES, 0)})
             row["mutants"] += 1
             row[r.status] += 1
