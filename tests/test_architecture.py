@@ -31,6 +31,7 @@ ALLOWED: dict[str, set[str]] = {
     "snapshot": {"core", "errors", "stores"},
     "upgrade": LEAVES | {"core", "pg", "revisions", "runtime", "stores", "snapshot"},
     "lint": LEAVES | {"revisions", "upgrade"},
+    "mutate": LEAVES | {"revisions", "pg", "upgrade", "lint"},
 }
 RUNTIME_HALF = {"core", "runtime", "stores", "snapshot"}
 UPGRADE_HALF = {"upgrade", "lint"}

@@ -303,3 +303,57 @@ def cmd_manifest(args: argparse.Namespace) -> int:
     else:
         print(f"manifest intact: {len(migrations.ids)} revisions ({migrations.span})")
     return 1 if problems else 0
+
+
+# mutate ------------------------------------------------------------------------------
+def cmd_mutate(args: argparse.Namespace) -> int:
+    from queueguard.mutate import runner, session
+    from queueguard.pg import scratch
+    from queueguard.pg.targets import parse_duration_ms
+
+    plan = session.plan(
+        _migrations(args),
+        args.revision,
+        operators=args.operator,
+        only=args.mutant,
+        equivalents_path=Path(args.equivalents) if args.equivalents else None,
+    )
+    if args.list:
+        if args.json:
+            _emit_json(plan.as_json())
+        else:
+            print(plan.render())
+        return 0
+    settings = runner.Settings(
+        admin_dsn=args.dsn or scratch.server_dsn(),
+        jobs=args.jobs,
+        timeout_s=parse_duration_ms(args.timeout) / 1000,
+        command=args.command,
+        fixtures_root=Path(args.fixtures) if args.fixtures else None,
+    )
+    total = len(plan.selected)
+
+    def progress(done: int, mutant: Any, outcome: Any) -> None:
+        status = (
+            "timeout"
+            if outcome.timed_out
+            else f"killed by {outcome.killed_by}"
+            if outcome.killed_by
+            else "SURVIVED"
+        )
+        print(
+            f"mutate: [{done}/{total}] {status:18} {mutant.id} {mutant.operator} "
+            f"{mutant.where} ({outcome.elapsed_ms / 1000:.1f}s)",
+            file=sys.stderr,
+            flush=True,
+        )
+
+    def baseline(line: str) -> None:
+        print(f"mutate: {line}", file=sys.stderr, flush=True)
+
+    report = session.execute(plan, settings, progress, baseline)
+    if args.json:
+        _emit_json(report.as_json())
+    else:
+        print(report.render())
+    return report.exit_code

@@ -24,6 +24,8 @@ EXAMPLES = {
     "rehearse": 'queueguard rehearse --dsn "$PROD_DSN" --scratch-dsn "$SCRATCH_DSN"',
     "lint": "queueguard lint migrations/ --json",
     "manifest": "queueguard manifest --write --migrations ./migrations",
+    "mutate": "queueguard mutate 004 --list\n"
+    '  queueguard mutate 004 --jobs 2 --command "pytest upgrade_tests -x" --json',
 }
 
 
@@ -159,5 +161,36 @@ def build_parser() -> argparse.ArgumentParser:
     _add_migrations(p)
     p.add_argument("--json", action="store_true")
     p.set_defaults(handler=commands.cmd_manifest)
+
+    p = sub.add_parser(
+        "mutate", help="mutation testing of a revision: how strong are the upgrade gates"
+    )
+    p.add_argument("revision", nargs="?", help="the revision to mutate (default: the head)")
+    p.add_argument("--list", action="store_true", help="print the mutants; run no gate")
+    p.add_argument("--operator", action="append", help="only this operator (repeatable)")
+    p.add_argument("--mutant", action="append", metavar="ID", help="only this mutant (repeatable)")
+    p.add_argument(
+        "--command",
+        help="also run this shell command per mutant (QUEUEGUARD_MIGRATIONS=<the mutated copy>); "
+        "a non-zero exit kills the mutant",
+    )
+    p.add_argument("--timeout", default="120s", help="per mutant (default 120s): counts as killed")
+    p.add_argument("--jobs", type=int, default=2, help="mutants judged in parallel (default 2)")
+    p.add_argument(
+        "--equivalents",
+        metavar="FILE",
+        help="the reviewed equivalent mutants (default: mutation-equivalents.toml in the set)",
+    )
+    p.add_argument(
+        "--dsn",
+        help="admin DSN of a server for scratch databases "
+        "(default: QUEUEGUARD_PG, the embedded server)",
+    )
+    p.add_argument(
+        "--fixtures", metavar="DIR", help="the golden fixtures (default: the packaged ones)"
+    )
+    _add_migrations(p)
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(handler=commands.cmd_mutate)
     _add_examples(sub)
     return parser
