@@ -1,5 +1,5 @@
 -- check:    data.queue_key_invalid (blocking), data.relocation_destination_mismatch (blocking)
--- applies-to: 003
+-- applies-to: 003 004
 -- What:     task_queues rows whose key is not the canonical encoding of its component
 --           columns (quote(namespace)/quote(task_queue)/type/partition[@quote(version)], quote
 --           being urllib.parse.quote(s, safe='') over UTF-8), or whose components are invalid;

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from queueguard import revisions
 from queueguard.cli import main
 from queueguard.errors import ConnectionFailed, UsageError
 from queueguard.pg.dsn import with_params
@@ -109,7 +110,7 @@ def test_every_audit_file_has_the_header_and_one_statement() -> None:
     for query in audit.audit_queries():
         for field in ("-- check:", "-- applies-to:", "-- What:", "-- Cost:", "-- Locks:"):
             assert field in query.sql, (query.name, field)
-        assert query.applies_to and set(query.applies_to) <= {"001", "002", "003"}
+        assert query.applies_to and set(query.applies_to) <= set(revisions.packaged().ids)
         statements = [s for s in sqlglot.parse(query.sql, read="postgres") if s is not None]
         assert len(statements) == 1, query.name
 

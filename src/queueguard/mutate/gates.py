@@ -29,7 +29,7 @@ from queueguard.pg.connect import connection
 from queueguard.pg.scratch import ScratchDatabases
 from queueguard.resources import audit_dir
 from queueguard.revisions import MigrationSet
-from queueguard.upgrade import catalog, verify
+from queueguard.upgrade import catalog, golden, verify
 from queueguard.upgrade.compat import build_matrix, schema_view
 from queueguard.upgrade.golden import Fixture, all_fixtures
 from queueguard.upgrade.runner import upgrade
@@ -138,8 +138,11 @@ def fast_verify(
             views.append(schema_view(db))
             scratch.drop(db)
         results = []
+        frozen = golden.head_catalog(fixtures_root)
         for fixture in fixtures:
-            result = verify.verify_fixture(fixture, scratch, fresh_catalog, None, migrations)
+            result = verify.verify_fixture(
+                fixture, scratch, fresh_catalog, None, migrations, frozen
+            )
             results.append(result)
             if not result.ok:
                 break

@@ -166,6 +166,11 @@ MESSAGES = {
     "data.task_without_queue": "task rows whose queue has no task_queues row",
     "data.rows_at_or_below_ack": "rows at or below ack_level (already handled; 004 keeps them)",
     "data.stale_last_task_id": "rows above last_task_id (stale counter; 004 repairs it)",
+    "data.directive_missing": "task rows without their version directive (004 gives every row one)",
+    "data.auto_backlog": "task rows left in a legacy @auto queue (004 relocates all of them)",
+    "data.counter_below_rows": "queues whose last_task_id is below their highest stored id "
+    "(ids would be reused)",
+    "data.ack_above_counter": "queues whose ack_level is above their last_task_id",
     "data.unknown_run": "tasks whose run is unknown to History (directive: unversioned)",
     # schema.*: which revision, and the physical contract the pending migrations rely on
     "schema.empty": "empty database: nothing to check (upgrade creates the head schema)",

@@ -196,6 +196,15 @@ _KINDS = {"r": "table", "p": "partitioned table", "f": "foreign table", "m": "ma
 _PERSISTENCE = {"p": "", "u": "unlogged ", "t": "temporary "}
 
 
+#: Spellings PostgreSQL stores differently for one and the same default: CURRENT_TIMESTAMP is
+#: the SQL standard's name for now() (both the transaction's start time).
+_SAME_DEFAULT = {"CURRENT_TIMESTAMP": "now()"}
+
+
+def _default(expression: str | None) -> str | None:
+    return None if expression is None else _SAME_DEFAULT.get(expression, expression)
+
+
 def _grouped(rows: list[tuple[Any, ...]]) -> dict[str, frozenset[str]]:
     grouped: dict[str, set[str]] = {}
     for table, definition in rows:
@@ -211,7 +220,7 @@ def _introspect(conn: Conn, schema: str) -> Catalog:
     columns: dict[str, dict[str, Column]] = {}
     for table, name, type_, nullable, default, identity, generated in _rows(conn, _COLUMNS, schema):
         columns.setdefault(table, {})[name] = Column(
-            type_, bool(nullable), default, identity or "", generated or ""
+            type_, bool(nullable), _default(default), identity or "", generated or ""
         )
     constraints = _grouped(_rows(conn, _CONSTRAINTS, schema))
     indexes = _grouped(

@@ -199,6 +199,15 @@ V03_QUEUES: list[tuple[str, str, str, int, str, int, int, int, list[tuple[int, s
     (HOSTILE_NS, HOSTILE_TQ, "workflow", 3, "", 1, 0, 1, [(1, "hostile-2")]),
     (HOSTILE_NS, HOSTILE_TQ, "workflow", 3, "auto", 1, 0, 2, [(1, "hostile-1"), (2, "unknown")]),
     (HOSTILE_NS, HOSTILE_TQ, "activity", 3, "deploy.büild-9", 1, 0, 1, [(1, "hostile-2")]),
+    # a kept queue whose rows belong to runs with three different directives (each row must
+    # get its own run's, not a neighbour's)
+    ("default", "invoices", "workflow", 0, "", 2, 0, 3,
+     [(1, "plain-1"), (2, "pinned-1"), (3, "auto-1")]),
+    # a stale counter on a queue that receives no relocation (only the repair step fixes it)
+    ("default", "refunds", "workflow", 0, "", 1, 0, 2,
+     [(1, "plain-2"), (2, "plain-2"), (3, "plain-2"), (4, "plain-2")]),
+    # top rows already purged: last_task_id above the highest stored id must stay (no reuse)
+    ("default", "refunds", "activity", 0, "", 1, 0, 10, [(1, "plain-1"), (2, "plain-1")]),
 ]
 # fmt: on
 
@@ -267,6 +276,9 @@ FIXTURES: dict[str, dict[str, Any]] = {
             "auto backlog with a stale last_task_id and a drained default queue (last 10)",
             "an already drained legacy auto queue",
             "pinned queues (not relocated)",
+            "a kept queue holding rows of runs with different directives",
+            "a stale last_task_id on a queue that receives no relocation",
+            "last_task_id above the highest stored id (purged rows; ids never reused)",
             "runs unknown to History and a non-uuid runId",
             "user data rows",
             "hostile names (/ @ % ' spaces unicode)",

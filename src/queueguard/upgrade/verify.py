@@ -25,7 +25,7 @@ from queueguard.pg.connect import connection
 from queueguard.pg.scratch import ScratchDatabases, dbname_of
 from queueguard.revisions import MigrationSet
 from queueguard.style import paint
-from queueguard.upgrade import catalog, compat, golden, legacy, state
+from queueguard.upgrade import audit, catalog, compat, golden, legacy, state
 from queueguard.upgrade.checksums import table_checksums
 from queueguard.upgrade.golden import Fixture, all_fixtures, get, load
 from queueguard.upgrade.preflight import preflight as run_preflight
@@ -163,6 +163,7 @@ def verify_fixture(
     differences = catalog.diff(fresh_catalog, upgraded_catalog)
     checks.append(Check("catalog", not differences, "\n".join(differences[:30])))
     checks.append(_frozen(frozen_catalog, upgraded_catalog))
+    checks.append(_invariants(db, migrations))
 
     before = _checksums(db)
     again = upgrade(db, progress=False, migrations=migrations)
@@ -186,6 +187,23 @@ def verify_fixture(
     checks.append(_fence(fixture, scratch.create(template_name), migrations))
     result.elapsed_ms = int((time.monotonic() - started) * 1000)
     return result
+
+
+def _invariants(db: str, migrations: MigrationSet) -> Check:
+    """The upgraded database passes the checks that apply to the head revision (the state the
+    head guarantees: e.g. keys equal to their components, every task with its directive,
+    counters at or above the highest ids): a migration that breaks one fails here even where
+    the golden state cannot show it."""
+    head = migrations.head
+    queries = audit.for_revision(head.id)
+    blocking = []
+    with connection(db) as conn, conn.cursor() as cursor:
+        audit.set_local(cursor, target=head.id, protocol=head.protocol)
+        for query in queries:
+            blocking += [str(f) for f in audit.run(cursor, query) if f.blocking]
+        conn.rollback()
+    detail = "\n".join(blocking) if blocking else f"{len(queries)} head checks clean"
+    return Check("invariants", not blocking, detail)
 
 
 def _frozen(frozen: dict[str, Any] | None, upgraded: catalog.Catalog) -> Check:
