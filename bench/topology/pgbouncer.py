@@ -71,6 +71,8 @@ class PgBouncer:
             f"default_pool_size = {self.pool_size}\n"
             "max_client_conn = 500\n"
             "server_reset_query =\n"
+            # a client waiting for a server connection fails after 30 s instead of 120 s
+            "query_wait_timeout = 30\n"
             "ignore_startup_parameters = extra_float_digits,options\n"
             f"logfile = {self.folder / 'pgbouncer.log'}\n"
         )

@@ -30,6 +30,7 @@ class Round:
     reports: list[dict[str, Any]] = field(default_factory=list)
     stderr: list[str] = field(default_factory=list)
     client_transactions: int = 0
+    client_failures: list[str] = field(default_factory=list)
     advisory_locks_left: int = -1
     golden: bool = False
 
@@ -48,6 +49,8 @@ class Round:
             own = [r.id for r in migrations.pending(report["before"], "head")]
             if sorted(report["applied"] + report["skipped"]) != own:
                 found.append(f"a runner did not account for every revision: {report}")
+        if self.client_failures:
+            found.append(f"clients failed beside the runners: {self.client_failures}")
         if self.advisory_locks_left != 0:
             found.append(f"{self.advisory_locks_left} advisory lock(s) left behind")
         if not self.golden:
@@ -64,13 +67,17 @@ def run_round(admin: str, pooler: PgBouncer, runners: int, fixture: str = "v0.3"
         pooled = pooler.dsn(dbname_of(direct))
         stop = threading.Event()
         counts = [0, 0, 0]
+        failures: list[str] = []
 
         def client(i: int) -> None:
-            with psycopg.connect(pooled, prepare_threshold=None) as conn:
-                while not stop.is_set():
-                    conn.execute(CLIENT_SQL).fetchone()
-                    conn.commit()
-                    counts[i] += 1
+            try:
+                with psycopg.connect(pooled, prepare_threshold=None, connect_timeout=10) as conn:
+                    while not stop.is_set():
+                        conn.execute(CLIENT_SQL).fetchone()
+                        conn.commit()
+                        counts[i] += 1
+            except psycopg.Error as exc:  # the round reports it; a client never hangs it
+                failures.append(f"client {i}: {exc}")
 
         clients = [threading.Thread(target=client, args=(i,)) for i in range(len(counts))]
         for thread in clients:
@@ -92,6 +99,7 @@ def run_round(admin: str, pooler: PgBouncer, runners: int, fixture: str = "v0.3"
             for thread in clients:
                 thread.join()
         result.client_transactions = sum(counts)
+        result.client_failures = failures
         result.codes = [p.returncode for p in procs]
         result.stderr = [err.strip()[-500:] for _, err in outputs]
         result.reports = [json.loads(out) for out, _ in outputs if out.strip()]
