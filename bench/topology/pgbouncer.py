@@ -86,12 +86,14 @@ class PgBouncer:
             for path in self.folder.iterdir():
                 shutil.chown(path, SERVICE_USER)
             argv = [binary(), "-u", SERVICE_USER, str(config)]
-        self.process = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        # -q: log to the log file only. A pipe nobody reads would fill up with one line per
+        # connection and then block PgBouncer's single event loop: every client would hang.
+        argv.insert(1, "-q")
+        self.process = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
-                err = self.process.stderr.read().decode() if self.process.stderr else ""
-                raise RuntimeError(f"pgbouncer exited: {err or self.log()}")
+                raise RuntimeError(f"pgbouncer exited: {self.log()}")
             with socket.socket() as s:
                 if s.connect_ex(("127.0.0.1", self.port)) == 0:
                     return self
