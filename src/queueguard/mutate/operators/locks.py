@@ -6,18 +6,10 @@ from collections.abc import Iterable
 
 from queueguard.mutate.operators.base import Change, Operator
 from queueguard.mutate.sites import RevisionSites, Site
+from queueguard.revisions import LOCK_MODES
 
-#: PostgreSQL's table lock modes, weakest first.
-MODES = (
-    "ACCESS SHARE",
-    "ROW SHARE",
-    "ROW EXCLUSIVE",
-    "SHARE UPDATE EXCLUSIVE",
-    "SHARE",
-    "SHARE ROW EXCLUSIVE",
-    "EXCLUSIVE",
-    "ACCESS EXCLUSIVE",
-)
+#: PostgreSQL's table lock modes, weakest first (the lock budgets' vocabulary).
+MODES = LOCK_MODES
 STRONGEST = MODES[-1]
 #: History's table: the revisions only read it, so History keeps running during an upgrade.
 HISTORY = "executions"
