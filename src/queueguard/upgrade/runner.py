@@ -186,7 +186,7 @@ def upgrade(
             report.applied.append(revision.id)
         current = None
         report.after = _state(conn).revision
-        if fencing and report.applied:
+        if any(r.id in report.applied for r in fencing):  # fenced by this runner
             report.queues_fenced = int(conn.exec_driver_sql(Q["queue_count"]).scalar() or 0)
             conn.commit()
         report.elapsed_ms = int((time.monotonic() - started) * 1000)
