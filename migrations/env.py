@@ -14,9 +14,9 @@ from alembic import context
 from sqlalchemy import engine_from_config
 from sqlalchemy.engine import Connection, Engine
 
+from queueguard.revisions import VERSION_TABLE
 from queueguard.upgrade.alembic_config import engine_for
 
-VERSION_TABLE = "queueguard_version"
 config = context.config
 
 
