@@ -36,6 +36,8 @@ from bench.chaos.host_process import HostProcess, reap
 from bench.chaos.ledger import Outcome, drain_and_judge
 from bench.chaos.report import record, say, seconds
 from bench.chaos.workload import queues_for, rng
+from bench.topology.pgbouncer import PgBouncer
+from queueguard.pg.scratch import dbname_of
 
 MODES: dict[str, dict[str, Any]] = {
     "one-by-one": {},
@@ -79,7 +81,10 @@ def run(
     seed: int | None = None,
     drain_timeout: float = 180.0,
     log: Any = say,
+    pooler: PgBouncer | None = None,
 ) -> Result:
+    """`pooler`: the hosts reach the database through it (transaction pooling); the judge
+    reads the database directly."""
     rnd = rng(seed)
     names = [f"h{i}" for i in range(hosts)]
     queues = queues_for(names, queues_per_host)
@@ -90,7 +95,8 @@ def run(
         procs = [
             HostProcess(
                 HostConfig(
-                    dsn=dsn,
+                    dsn=pooler.dsn(dbname_of(dsn)) if pooler else dsn,
+                    prepare=pooler is None,
                     host=name,
                     hosts=names,
                     queues=[q.key for q in queues],

@@ -52,6 +52,7 @@ class HostConfig:
     consumers_per_queue: int = 1
     poll_batch: int = 1  # > 1: consumers use Matching.poll_batch
     pool_size: int = 4
+    prepare: bool = True  # False through a transaction pooler (no server-side prepares)
     backoff: tuple[float, float] = (0.02, 0.5)  # first and largest pause after an error
     matching: dict[str, Any] = field(default_factory=dict)  # Matching keyword options
 
@@ -116,7 +117,9 @@ def serve(cfg: HostConfig) -> None:
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     drain_flag = folder / "drain"
     log(e="boot", host=cfg.host, inc=cfg.incarnation)
-    store = PostgresStore(cfg.dsn, host_id=cfg.app_host_id, pool_size=cfg.pool_size)
+    store = PostgresStore(
+        cfg.dsn, host_id=cfg.app_host_id, pool_size=cfg.pool_size, prepare=cfg.prepare
+    )
     history = LedgerHistory(store.history, log)
 
     def on_fenced(queue: PhysicalQueue, exc: StaleRangeError) -> None:
