@@ -300,9 +300,10 @@ def matrix_on_server(
     migrations = migrations or revisions.packaged()
     views = []
     with ScratchDatabases(admin_dsn) as own:
+        scratch = databases or own
         for revision in migrations.ids:
-            dsn = (databases or own).create()
+            dsn = scratch.create()
             upgrade(dsn, to=revision, progress=False, migrations=migrations)
             views.append(schema_view(dsn))
-            (databases or own).drop(dsn)
+            scratch.drop(dsn)
     return build_matrix(views, migrations=migrations)

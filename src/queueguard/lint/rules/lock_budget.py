@@ -39,23 +39,19 @@ from queueguard.lint.model import (
     Statement,
     ast_table_name,
     quiet_sqlglot,
+    table_name,
 )
-from queueguard.lint.rules.lock_order import access_exclusive_tables
+from queueguard.lint.rules.lock_order import LOCK_STATEMENT, access_exclusive_tables
 from queueguard.revisions import LOCK_MODES
+from queueguard.upgrade.locks import BOOKKEEPING
 
 CODE = "migration.lock_budget"
 HINT = (
     "take only the locks the revision declares in `locks` (versions/<rev>.py), or change the "
     "budget deliberately: it is what preflight and the docs tell operators the upgrade blocks"
 )
-BOOKKEEPING = frozenset({"queueguard_version", "queueguard_migrations"})
 _FLAGS = re.IGNORECASE | re.DOTALL
 _IDENT = r'(?:"(?:[^"]|"")*"|[A-Za-z_][\w$.]*)'
-_LOCK = re.compile(
-    r"\s*LOCK\s+(?:TABLE\s+)?(?P<names>.*?)(?:\s+IN\s+(?P<mode>[A-Z ]+?)\s+MODE)?"
-    r"(?:\s+NOWAIT)?\s*$",
-    _FLAGS,
-)
 _CREATE_TABLE = re.compile(
     rf"\s*CREATE\s+(?:(?:GLOBAL|LOCAL)\s+)?(?:TEMP(?:ORARY)?\s+|UNLOGGED\s+)?TABLE\s+"
     rf"(?:IF\s+NOT\s+EXISTS\s+)?(?P<name>{_IDENT})",
@@ -82,11 +78,6 @@ _FOREIGN_OR_TRIGGER = re.compile(r"\bFOREIGN\s+KEY\b|\bTRIGGER\b", _FLAGS)
 _REFERENCES = re.compile(rf"\bREFERENCES\s+(?P<name>{_IDENT})", _FLAGS)
 
 
-def _fold(raw: str) -> str:
-    name = raw.split(".")[-1].strip()
-    return name[1:-1].replace('""', '"') if name.startswith('"') else name.lower()
-
-
 def _stronger(a: str, b: str) -> bool:
     return LOCK_MODES.index(a) > LOCK_MODES.index(b)
 
@@ -100,10 +91,13 @@ def statement_locks(stmt: Statement) -> dict[str, str]:
             taken[table] = mode
 
     clean = stmt.clean
-    if match := _LOCK.match(clean):
+    if match := LOCK_STATEMENT.match(clean):
         mode = " ".join((match.group("mode") or "ACCESS EXCLUSIVE").upper().split())
         for piece in match.group("names").split(","):
-            take(_fold(re.sub(r"^\s*ONLY\s+", "", piece, flags=_FLAGS).strip().rstrip("*")), mode)
+            take(
+                table_name(re.sub(r"^\s*ONLY\s+", "", piece, flags=_FLAGS).strip().rstrip("*")),
+                mode,
+            )
         return taken
     strongest = access_exclusive_tables(stmt)
     for table, _ in strongest:
@@ -116,17 +110,18 @@ def statement_locks(stmt: Statement) -> dict[str, str]:
             rf"\s*ALTER\s+TABLE\s+(?:IF\s+EXISTS\s+)?(?:ONLY\s+)?(?P<n>{_IDENT})", clean, _FLAGS
         )
         if name:
-            take(_fold(name.group("n")), weak)
+            take(table_name(name.group("n")), weak)
     if match := _INDEX.match(clean):
         take(
-            _fold(match.group("name")), "SHARE UPDATE EXCLUSIVE" if match.group("conc") else "SHARE"
+            table_name(match.group("name")),
+            "SHARE UPDATE EXCLUSIVE" if match.group("conc") else "SHARE",
         )
     elif match := _TRIGGER.match(clean):
-        take(_fold(match.group("name")), "SHARE ROW EXCLUSIVE")
+        take(table_name(match.group("name")), "SHARE ROW EXCLUSIVE")
     elif (match := _VACUUM.match(clean)) and not strongest:
-        take(_fold(match.group("name")), "SHARE UPDATE EXCLUSIVE")
+        take(table_name(match.group("name")), "SHARE UPDATE EXCLUSIVE")
     for ref in _REFERENCES.finditer(clean):
-        take(_fold(ref.group("name")), "SHARE ROW EXCLUSIVE")
+        take(table_name(ref.group("name")), "SHARE ROW EXCLUSIVE")
     ast = stmt.ast
     if ast is not None and not isinstance(ast, exp.Command):
         _dml_locks(ast, take)
@@ -169,7 +164,7 @@ def _created(stmt: Statement) -> str | None:
     """The table a statement brings into being (created, or renamed into place)."""
     for pattern in (_CREATE_TABLE, _RENAME):
         if match := pattern.match(stmt.clean):
-            return _fold(match.group("name"))
+            return table_name(match.group("name"))
     return None
 
 

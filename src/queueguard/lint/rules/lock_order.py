@@ -46,7 +46,8 @@ HINT = (
 _IDENT = r'(?:"(?:[^"]|"")*"|[A-Za-z_][\w$]*)'
 _NAME = rf"{_IDENT}(?:\s*\.\s*{_IDENT})*"
 _FLAGS = re.IGNORECASE | re.DOTALL
-_LOCK = re.compile(
+#: `LOCK [TABLE] names [IN mode MODE] [NOWAIT]` (shared with lock_budget).
+LOCK_STATEMENT = re.compile(
     r"\s*LOCK\s+(?:TABLE\s+)?(?P<names>.*?)(?:\s+IN\s+(?P<mode>[A-Z ]+?)\s+MODE)?"
     r"(?:\s+NOWAIT)?\s*$",
     _FLAGS,
@@ -127,7 +128,7 @@ def access_exclusive_tables(stmt: Statement) -> list[tuple[str, int]]:
 
 def _from_text(clean: str) -> list[tuple[str, int]]:
     """The same facts read from the cleaned statement text (for sqlglot's Command fallback)."""
-    if match := _LOCK.match(clean):
+    if match := LOCK_STATEMENT.match(clean):
         mode = " ".join((match.group("mode") or "ACCESS EXCLUSIVE").upper().split())
         return _names(clean, match, "names") if mode == "ACCESS EXCLUSIVE" else []
     if match := _ALTER.match(clean):
