@@ -61,6 +61,8 @@ def test_unknown_commit_outcome() -> None:
     print(result.as_json())
     assert result.faults[("append", REPLY_LOST)] > 0
     assert result.faults[("append", REQUEST_LOST)] > 0
+    # an arm may find no matching commit on a loaded machine; a stuck host misses them all
+    assert sum(result.missed.values()) <= 3, result.missed
     assert not result.violations, result.violations
     assert result.lost == 0 and not result.skips and result.reads > 0
 
