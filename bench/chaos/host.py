@@ -30,7 +30,7 @@ import psycopg
 from bench.chaos.workload import identity
 from queueguard.core.history import task_payload
 from queueguard.core.keys import PhysicalQueue, decode
-from queueguard.core.store import Execution, History, StartOutcome
+from queueguard.core.store import JSON, Execution, History, StartOutcome
 from queueguard.errors import ConnectionFailed, NotOwner, QueueUnloaded, StaleRangeError
 from queueguard.runtime.matching import Matching
 from queueguard.runtime.membership import StaticMembership
@@ -96,6 +96,9 @@ class LedgerHistory:
 
     def set_status(self, run_id: str, status: str) -> None:
         self.inner.set_status(run_id, status)
+
+    def version_directive(self, run_id: str) -> JSON:
+        return self.inner.version_directive(run_id)
 
     def record_task_started(self, run_id: str, scheduled_event_id: int) -> StartOutcome:
         outcome = self.inner.record_task_started(run_id, scheduled_event_id)

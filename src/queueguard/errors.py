@@ -194,6 +194,46 @@ class OlderHostsConnected(MigrationError):
         )
 
 
+class HostsConnected(MigrationError):
+    """An online phase that fences a protocol's hosts refuses while they are connected."""
+
+    def __init__(self, phase: str, protocol: int, hosts: list[str]) -> None:
+        self.phase, self.protocol, self.hosts = phase, protocol, hosts
+        super().__init__(
+            f"refusing to {phase} while protocol-{protocol} hosts are connected: "
+            + ", ".join(hosts)
+            + " (roll or stop them first, or pass --force); what is done stays done, "
+            "a later `queueguard upgrade --online` resumes here"
+        )
+
+
+class RolloutInProgress(MigrationError):
+    """An online rollout holds the database between two revisions: the offline path waits."""
+
+    def __init__(self, target: str, phase: str, action: str) -> None:
+        self.target, self.phase = target, phase
+        super().__init__(
+            f"refusing to {action}: an online rollout to {target} is in progress (phase "
+            f"{phase}); continue it with `queueguard upgrade --online`, or end it with "
+            "`queueguard upgrade --online --phase abort` (before contract)"
+        )
+
+
+class RolloutRefused(MigrationError):
+    """An online phase that is not due (or no longer possible) was asked for."""
+
+
+class MigratorBusy(MigrationError):
+    """Another online migrator holds the rollout's lease."""
+
+    def __init__(self, holder: str, waited_s: float) -> None:
+        self.holder = holder
+        super().__init__(
+            f"another online migrator ({holder}) held the rollout's lease for "
+            f"{waited_s:.0f}s; a killed one's lease expires by itself: rerun later"
+        )
+
+
 class TamperedMigration(MigrationError):
     """A released migration's content no longer matches the checked-in manifest."""
 

@@ -46,6 +46,11 @@ LOCK_MODES = (
 )
 #: Alembic's version table (revision ids are literally `001`, `002`, …).
 VERSION_TABLE = "queueguard_version"
+#: An online rollout's record (`queueguard upgrade --online`): it exists only while a rollout
+#: is in progress, beside a version table still at the revision before its target.
+ROLLOUT_TABLE = "queueguard_rollout"
+#: Rollout phases in which hosts of the target's protocol may run (the window is open).
+ROLLOUT_SERVING = ("migrate", "contract", "closing")
 #: Tables of the released schemas; a database holding any of them without a version table
 #: is not empty but unversioned (its revision cannot be known).
 OUR_TABLES = frozenset(
@@ -58,6 +63,7 @@ OUR_TABLES = frozenset(
         "runtime_protocol",
         "queueguard_migrations",
         VERSION_TABLE,
+        ROLLOUT_TABLE,
     }
 )
 

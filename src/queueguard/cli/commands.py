@@ -117,13 +117,15 @@ def cmd_upgrade(args: argparse.Namespace) -> int:
     if args.sql:
         print(runner.render_sql(args.to, migrations=migrations))
         return 0
+    if args.online or args.phase:
+        return _upgrade_online(args, migrations)
     dsn = _target(args, fallback=False)
     report = runner.upgrade(
         dsn,
         to=args.to,
-        lock_timeout_ms=parse_duration_ms(args.lock_timeout),
-        statement_timeout_ms=parse_duration_ms(args.statement_timeout),
-        retries=args.retries,
+        lock_timeout_ms=parse_duration_ms(args.lock_timeout or "5s"),
+        statement_timeout_ms=parse_duration_ms(args.statement_timeout or "60m"),
+        retries=3 if args.retries is None else args.retries,
         force=args.force,
         progress=not args.json,
         migrations=migrations,
@@ -151,6 +153,70 @@ def cmd_upgrade(args: argparse.Namespace) -> int:
             print(f"  fenced {report.queues_fenced} queues; protocol is now {protocol}")
         print(f"  lock waits: {report.lock_waits}")
     return 0
+
+
+def _upgrade_online(args: argparse.Namespace, migrations: MigrationSet) -> int:
+    import signal
+    import threading
+
+    from queueguard.cli.progress import Reporter
+    from queueguard.pg.targets import parse_duration_ms
+    from queueguard.upgrade import online
+
+    if args.sql or args.to != "head":
+        raise UsageError("--online goes to head and cannot render SQL (--sql, --to)")
+    max_lag = parse_duration_ms(args.max_lag) / 1000
+    knobs = online.Knobs(
+        batch_size=args.batch_size,
+        pause_s=parse_duration_ms(args.pause) / 1000,
+        lock_timeout_ms=parse_duration_ms(args.lock_timeout or "500ms"),
+        retries=10 if args.retries is None else args.retries,
+        statement_timeout_ms=parse_duration_ms(args.statement_timeout or "60s"),
+        lease_s=parse_duration_ms(args.lease) / 1000,
+        wait_s=parse_duration_ms(args.wait) / 1000,
+        max_lag_s=max_lag or None,
+    )
+    dsn = _target(args, fallback=False)
+    stop = threading.Event()
+
+    def pause(_signum: int, _frame: object) -> None:
+        if stop.is_set():
+            raise KeyboardInterrupt  # a second Ctrl-C: stop now (the batch rolls back)
+        print("\nqueueguard: pausing after the batch in flight commits", file=sys.stderr)
+        stop.set()
+
+    previous = signal.signal(signal.SIGINT, pause)
+    reporter = Reporter(sys.stderr)
+    try:
+        report = online.run(
+            dsn,
+            phase=args.phase,
+            knobs=knobs,
+            force=args.force,
+            pooled=args.pooled,
+            tell=None if args.json else reporter,
+            migrations=migrations,
+            stop=stop,
+        )
+    finally:
+        reporter.close()
+        signal.signal(signal.SIGINT, previous)
+    for warning in report.warnings:
+        print(f"queueguard: warning: {warning}", file=sys.stderr)
+    if args.json:
+        _emit_json(report.as_json())
+    else:
+        done = ", ".join(report.phases) or "nothing (no phase was due)"
+        print(f"online upgrade to {report.target}: {done}; now {report.phase}")
+        print(f"  revision {report.before} -> {report.after} in {report.elapsed_ms} ms")
+        print(
+            f"  directives {report.directives}, relocated {report.rows_relocated} rows "
+            f"from {len(report.relocated)} @auto queues, counters repaired "
+            f"{report.counters_repaired}, queues fenced {report.queues_fenced}"
+        )
+        print(f"  batches {report.batches}, lock waits {report.lock_waits}")
+        print(f"next: {report.next}")
+    return 1 if report.paused else 0
 
 
 # verify / fixtures / snapshot / rehearse ----------------------------------------------------

@@ -15,7 +15,8 @@ EXAMPLES = {
     "inspect": 'queueguard inspect order-42 --namespace default --dsn "$DSN"',
     "db": "queueguard db url",
     "upgrade": 'queueguard upgrade --dsn "$DSN" --lock-timeout 2s --retries 5\n'
-    "  queueguard upgrade --sql > upgrade.sql",
+    "  queueguard upgrade --sql > upgrade.sql\n"
+    '  queueguard upgrade --online --dsn "$DSN" --batch-size 2000 --pause 50ms',
     "preflight": 'queueguard preflight --dsn "$DSN" --fail-on warning --json',
     "verify": "queueguard verify --fixture v0.3",
     "fixtures": 'queueguard fixtures load v0.3 --dsn "$DSN"',
@@ -84,11 +85,29 @@ def build_parser() -> argparse.ArgumentParser:
     _add_dsn(p, explicit=True)
     p.add_argument("--to", default="head", help="a revision id or head")
     p.add_argument("--sql", action="store_true", help="render the SQL without connecting")
-    p.add_argument("--lock-timeout", default="5s")
-    p.add_argument("--statement-timeout", default="60m", help="per statement (0 = no limit)")
-    p.add_argument("--retries", type=int, default=3, help="retries after the first attempt")
+    p.add_argument("--lock-timeout", help="per lock wait (default 5s; --online: 500ms)")
+    p.add_argument(
+        "--statement-timeout", help="per statement (default 60m; --online: 60s; 0 = no limit)"
+    )
+    p.add_argument(
+        "--retries", type=int, help="lock-timeout retries after the first attempt (3; online 10)"
+    )
     p.add_argument("--force", action="store_true", help="upgrade even with older hosts connected")
     p.add_argument("--pooled", action="store_true", help="the DSN goes through a connection pooler")
+    online = p.add_argument_group("online upgrade (the fleet keeps running; docs/upgrade.md)")
+    online.add_argument("--online", action="store_true", help="expand, migrate, contract")
+    online.add_argument(
+        "--phase",
+        choices=["expand", "migrate", "contract", "abort"],
+        help="run only this phase (default: every phase that is due)",
+    )
+    online.add_argument("--batch-size", type=int, default=1000, help="rows per batch")
+    online.add_argument("--pause", default="0", help="sleep between batches (e.g. 100ms)")
+    online.add_argument(
+        "--max-lag", default="10s", help="pause while a standby lags more (0 = ignore lag)"
+    )
+    online.add_argument("--lease", default="15s", help="the migrator's lease")
+    online.add_argument("--wait", default="30s", help="wait this long for another migrator")
     _add_migrations(p)
     p.add_argument("--json", action="store_true")
     p.set_defaults(handler=commands.cmd_upgrade)

@@ -33,6 +33,28 @@ def task_payload(
     }
 
 
+#: The directive of a task whose run History does not know (History answers it obsolete).
+UNVERSIONED: JSON = {"behavior": "unversioned", "deploymentVersion": None}
+
+
+def version_directive(execution: Execution | None) -> JSON:
+    """The version directive a task of `execution` carries from 004 on (offline 004, the
+    online rollout and History at dispatch all use this form)."""
+    if execution is None:
+        return dict(UNVERSIONED)
+    return {
+        "behavior": execution.versioning_behavior,
+        "deploymentVersion": execution.deployment_version,
+    }
+
+
+def directive_of(data: JSON) -> JSON | None:
+    """The directive a payload carries (`task.versionDirective`), or None."""
+    task: Any = data.get("task") if isinstance(data, dict) else None
+    found = task.get("versionDirective") if isinstance(task, dict) else None
+    return found if isinstance(found, dict) else None
+
+
 def task_identity(data: JSON) -> tuple[str, int]:
     """(runId, scheduledEventId) of a payload; malformed payloads map to an obsolete start."""
     task: Any = data.get("task") if isinstance(data, dict) else None
@@ -74,6 +96,9 @@ class FaultyHistory:
                 self._fail_next -= 1
                 return True
         return self._should_fail is not None and self._should_fail(run_id, scheduled_event_id)
+
+    def version_directive(self, run_id: str) -> JSON:
+        return self.inner.version_directive(run_id)
 
     def record_task_started(self, run_id: str, scheduled_event_id: int) -> StartOutcome:
         if self._fails(run_id, scheduled_event_id):

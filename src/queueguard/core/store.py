@@ -106,6 +106,10 @@ class History(Protocol):
 
     def record_task_started(self, run_id: str, scheduled_event_id: int) -> StartOutcome: ...
 
+    def version_directive(self, run_id: str) -> JSON:
+        """The run's version directive in the form tasks carry (`core.history`); unversioned
+        for a run History does not know."""
+
     def record_tasks_started(self, identities: Sequence[tuple[str, int]]) -> list[StartOutcome]:
         """RecordTaskStarted for several (runId, scheduledEventId) at once: one answer per
         item, in order, exactly as if asked one by one in that order (a repeated identity

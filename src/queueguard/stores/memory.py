@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
+from queueguard.core.history import version_directive
 from queueguard.core.keys import PhysicalQueue
 from queueguard.core.protocol import PROTOCOL
 from queueguard.core.store import (
@@ -78,6 +79,10 @@ class MemoryHistory:
         with self._db.lock:
             execution = self._db.executions[run_id]
             self._db.executions[run_id] = dataclasses.replace(execution, status=status)
+
+    def version_directive(self, run_id: str) -> JSON:
+        with self._db.lock:
+            return version_directive(self._db.executions.get(run_id))
 
     def record_task_started(self, run_id: str, scheduled_event_id: int) -> StartOutcome:
         with self._db.lock:

@@ -12,7 +12,7 @@ from psycopg.rows import TupleRow
 from psycopg.types.json import Jsonb
 from psycopg_pool import ConnectionPool
 
-from queueguard.core.history import dedupe_starts
+from queueguard.core.history import dedupe_starts, version_directive
 from queueguard.core.keys import PhysicalQueue
 from queueguard.core.protocol import PROTOCOL
 from queueguard.core.store import (
@@ -72,6 +72,15 @@ class PostgresHistory:
         with self._store.transaction() as conn:
             conn.execute(Q["set_status"], {"run_id": run_id, "status": status})
 
+    def version_directive(self, run_id: str) -> JSON:
+        if not _is_canonical_uuid(run_id):  # 004 matches run ids by their text form
+            return version_directive(None)
+        with self._store.statement() as conn:
+            row = conn.execute(Q["version_directive"], {"run_id": run_id}).fetchone()
+        if row is None:
+            return version_directive(None)
+        return {"behavior": row[0], "deploymentVersion": row[1]}
+
     def record_task_started(self, run_id: str, scheduled_event_id: int) -> StartOutcome:
         if not _is_uuid(run_id):
             return StartOutcome.OBSOLETE  # History knows runs by uuid only
@@ -98,6 +107,10 @@ class PostgresHistory:
                 rows = conn.execute(Q["record_tasks_started"], params).fetchall()
             answers = {i: StartOutcome(row[0]) for i, row in zip(valid, rows, strict=True)}
         return [answers.get(i, StartOutcome.OBSOLETE) for i in identities]
+
+
+def _is_canonical_uuid(run_id: object) -> bool:
+    return _is_uuid(run_id) and str(uuid.UUID(run_id)) == run_id  # type: ignore[arg-type]
 
 
 def _is_uuid(run_id: object) -> bool:
@@ -180,8 +193,12 @@ class PostgresStore:
 
     def load_queue(self, queue: PhysicalQueue) -> QueueState:
         with self.transaction() as conn:
-            check_protocol(conn)
-            row = conn.execute(Q["load_queue"], _params(queue)).fetchone()
+            low, _high = check_protocol(conn)
+            # An online rollout's window lets older hosts in too: mark the queue as ours.
+            # The handshake holds runtime_protocol until commit, so the window cannot close
+            # (and the column go) between the read and the load.
+            load = "load_queue_window" if low < PROTOCOL else "load_queue"
+            row = conn.execute(Q[load], _params(queue)).fetchone()
         assert row is not None
         return QueueState(*row)
 

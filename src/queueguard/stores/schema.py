@@ -22,7 +22,7 @@ from queueguard.core.protocol import PROTOCOL
 from queueguard.errors import ProtocolMismatch, SchemaTooOld, UnknownSchema
 from queueguard.pg.connect import connection
 from queueguard.pg.sqlfiles import queries
-from queueguard.revisions import OUR_TABLES, VERSION_TABLE
+from queueguard.revisions import OUR_TABLES, ROLLOUT_SERVING, ROLLOUT_TABLE, VERSION_TABLE
 
 Q = queries("queueguard.stores", "schema.sql")
 #: Creates the head schema in an empty database (given its DSN).
@@ -81,8 +81,9 @@ def inspect(conn: psycopg.Connection[TupleRow]) -> SchemaState:
     return state
 
 
-def check_protocol(conn: psycopg.Connection[TupleRow], protocol: int = PROTOCOL) -> None:
-    """The v0.3+ handshake: exactly one runtime_protocol row whose range holds `protocol`."""
+def check_protocol(conn: psycopg.Connection[TupleRow], protocol: int = PROTOCOL) -> tuple[int, int]:
+    """The v0.3+ handshake: exactly one runtime_protocol row whose range holds `protocol`;
+    returns the window."""
     try:
         rows = conn.execute(Q["protocol"]).fetchall()
     except psycopg.errors.UndefinedTable:
@@ -93,6 +94,31 @@ def check_protocol(conn: psycopg.Connection[TupleRow], protocol: int = PROTOCOL)
     low, high = rows[0]
     if not low <= protocol <= high:
         raise ProtocolMismatch(protocol, low, high)
+    return int(low), int(high)
+
+
+def rollout_phase(conn: psycopg.Connection[TupleRow], target: str) -> str | None:
+    """The phase of an online rollout to `target`, or None when none is in progress."""
+    try:
+        row = conn.execute(Q["rollout"], {"target": target}).fetchone()
+    except psycopg.errors.UndefinedTable:
+        conn.rollback()
+        return None
+    return str(row[0]) if row else None
+
+
+def _rollout_serving(dsn: str, app: str, state: SchemaState) -> bool:
+    """The expanded database of an online rollout to the head: the revision before it, and a
+    rollout whose window is open. Hosts of the head start against exactly that state."""
+    migrations = revisions.packaged()
+    if ROLLOUT_TABLE not in state.tables or state.revision != migrations.previous(
+        migrations.head.id
+    ):
+        return False
+    with connection(dsn, application_name=app) as conn:
+        phase = rollout_phase(conn, migrations.head.id)
+        conn.rollback()
+    return phase in ROLLOUT_SERVING
 
 
 _default_installer: Installer | None = None
@@ -129,7 +155,7 @@ def prepare_runtime(
     elif state.revision is None or not revisions.packaged().knows(state.revision):
         found = state.revision or ", ".join(state.versions or ()) or "none"
         raise UnknownSchema(f"database is at revision {found}, which this code does not know")
-    elif state.revision != head:
+    elif state.revision != head and not _rollout_serving(dsn, app, state):
         raise SchemaTooOld(state.revision)
     with connection(dsn, application_name=app) as conn:
         check_protocol(conn, PROTOCOL)

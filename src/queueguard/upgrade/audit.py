@@ -194,6 +194,10 @@ MESSAGES = {
     "locks.* and runtime.* see only its own sessions: run preflight on the primary too",
     "runtime.activity_hidden": "sessions hidden from this role (grant pg_read_all_stats to see "
     "their start times)",
+    # rollout.*: an online upgrade in progress
+    "rollout.in_progress": "an online upgrade (`upgrade --online`) is in progress: the protocol "
+    "window is open, v0.3 and v0.4 hosts may both run; offline upgrade and rehearse refuse "
+    "until it is finished or aborted",
     # locks.*: what would make the migration (or this audit) wait
     "locks.conflicting_lock": "other sessions hold or await locks that conflict with the "
     "pending revisions' lock budgets; the migration would queue behind them",

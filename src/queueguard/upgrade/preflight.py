@@ -203,6 +203,8 @@ def _run(
     state = schema.SchemaState(tables, versions)
     revision, findings, pending = classify(state, target, migrations)
     findings += _on_standby(cur, limits)
+    if revisions.ROLLOUT_TABLE in tables:
+        findings += _rollout(cur, limits)
     if revision is None or not pending:
         return revision, findings
     # the locks the pending revisions will take: what the lock checks and estimates report
@@ -289,6 +291,22 @@ def _on_standby(cur: Cursor, limits: Limits) -> list[Finding]:
     }
     message = audit.MESSAGES["runtime.standby"]
     return [Finding("runtime.standby", "warning", None, 1, [sample], message)]
+
+
+def _rollout(cur: Cursor, limits: Limits) -> list[Finding]:
+    """rollout.in_progress: an online upgrade holds the database in its protocol window."""
+    from queueguard.upgrade.runner import rollout
+
+    found, failure = _guarded(cur, revisions.ROLLOUT_TABLE, limits, lambda: rollout(cur))
+    if failure is not None:
+        return [failure]
+    if found is None:
+        return []
+    sample = {"target": found[0], "phase": found[1]}
+    message = audit.MESSAGES["rollout.in_progress"]
+    return [
+        Finding("rollout.in_progress", "warning", revisions.ROLLOUT_TABLE, 1, [sample], message)
+    ]
 
 
 def _schema(code: str, severity: str, obj: str | None, samples: list[Any]) -> Finding:

@@ -17,7 +17,7 @@ import psycopg
 
 from queueguard import revisions
 from queueguard.core.keys import AUTO_VERSION
-from queueguard.errors import QueueguardError
+from queueguard.errors import QueueguardError, RolloutInProgress
 from queueguard.pg import scratch, tools
 from queueguard.pg.connect import connection
 from queueguard.pg.dsn import params as dsn_params
@@ -28,7 +28,7 @@ from queueguard.snapshot.relocation import UNVERSIONED, directives
 from queueguard.stores import schema
 from queueguard.upgrade import state
 from queueguard.upgrade.dumps import normalise_dump
-from queueguard.upgrade.runner import upgrade
+from queueguard.upgrade.runner import rollout, upgrade
 
 
 @dataclass
@@ -105,6 +105,11 @@ def rehearse(
     source's) and check the conservation laws; the copy is always dropped."""
     started = time.monotonic()
     migrations = migrations or revisions.packaged()
+    with connection(source_dsn) as conn, conn.cursor() as cursor:
+        in_progress = rollout(cursor)
+        conn.rollback()
+    if in_progress is not None:  # the offline upgrade it rehearses would refuse too
+        raise RolloutInProgress(*in_progress, "rehearse")
     admin = scratch_admin or scratch.database_dsn(source_dsn, "postgres")
     with ScratchDatabases(admin) as databases:
         copy_dsn, method = _copy(source_dsn, databases)

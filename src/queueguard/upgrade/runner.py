@@ -34,6 +34,7 @@ from queueguard.errors import (
     LockTimeout,
     MigrationError,
     OlderHostsConnected,
+    RolloutInProgress,
     RunnerBusy,
     UnknownSchema,
     UsageError,
@@ -147,6 +148,8 @@ def upgrade(
         _refuse_standby(conn)
         state = _state(conn)
         before = state.revision
+        if revisions.ROLLOUT_TABLE in state.tables:
+            _refuse_rollout(conn)
         _refuse_unknown(state, migrations)
         report = UpgradeReport(target=target, before=before, after=before)
         if before is not None and migrations.at_or_after(before, target):
@@ -248,6 +251,24 @@ def _create_version_table(conn: sa.Connection, wait_s: float) -> None:
             f"cannot create {VERSION_TABLE}, nothing was changed: {exc.orig}"
         ) from None
     conn.commit()
+
+
+def _refuse_rollout(conn: sa.Connection) -> None:
+    """An online rollout holds the database between two revisions: the offline path waits
+    until it is finished or aborted (steps.apply re-checks under the runner lock)."""
+    found = _read(conn, lambda _raw, cursor: rollout(cursor))
+    if found is not None:
+        raise RolloutInProgress(found[0], found[1], "upgrade offline")
+
+
+def rollout(cursor: Any) -> tuple[str, str] | None:
+    """(target, phase) of the online rollout in progress, or None (no writes)."""
+    cursor.execute(Q["rollout_exists"])
+    if not cursor.fetchone()[0]:
+        return None
+    cursor.execute(Q["rollout"])
+    row = cursor.fetchone()
+    return (str(row[0]), str(row[1])) if row else None
 
 
 def _refuse_unknown(state: schema.SchemaState, migrations: MigrationSet) -> None:

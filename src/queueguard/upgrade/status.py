@@ -43,12 +43,42 @@ def status(dsn: str, migrations: MigrationSet | None = None) -> dict[str, Any]:
         if "tasks" in state.tables:
             row = conn.execute(Q["task_count"]).fetchone()
             result["tasks"] = row[0] if row else 0
+        if revisions.ROLLOUT_TABLE in state.tables:
+            result["rollout"] = rollout_status(conn, migrations)
         if "queueguard_migrations" in state.tables:
             on_disk = {r.revision: r.sha256 for r in manifest.compute(migrations.root)}
             for revision, sha in conn.execute(Q["ledger"]):
                 if on_disk.get(revision) != sha:
                     result["drift"].append(revision)
     return result
+
+
+def rollout_status(conn: Any, migrations: MigrationSet) -> dict[str, Any] | None:
+    """The online rollout in progress: phase, progress (rows migrated, rows left) and an
+    ETA from the migrate rate so far; None when there is none."""
+    from queueguard.upgrade.online.session import statements
+
+    target = migrations.head.id
+    sql = statements(migrations, target)
+    row = conn.execute(sql["rollout"]["read"], {"target": target}).fetchone()
+    if row is None:
+        return None
+    phase, started, updated, holder, lease_until, done, seconds, leased = row
+    directives, relocations = conn.execute(sql["migrate"]["remaining"]).fetchone()
+    rate = done / seconds if seconds else None
+    left = directives + relocations
+    return {
+        "target": target,
+        "phase": phase,
+        "startedAt": started.isoformat(),
+        "updatedAt": updated.isoformat(),
+        "migrator": holder if leased else None,
+        "leaseUntil": lease_until.isoformat() if leased else None,
+        "rowsDone": done,
+        "rowsLeft": {"directives": directives, "relocations": relocations},
+        "rowsPerSecond": round(rate, 1) if rate else None,
+        "etaSeconds": round(left / rate, 1) if rate and phase == "migrate" else None,
+    }
 
 
 def inspect_workflow(dsn: str, workflow_id: str, namespace: str | None) -> dict[str, Any]:

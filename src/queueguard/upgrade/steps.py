@@ -23,6 +23,7 @@ from queueguard.errors import (
     IrreversibleMigration,
     LockBudgetExceeded,
     MigrationRefused,
+    RolloutInProgress,
     RunnerBusy,
 )
 from queueguard.pg.sqlfiles import queries
@@ -106,6 +107,11 @@ def _exclusive(facts: revisions.Revision, lock_ms: int) -> None:
         except psycopg.errors.LockNotAvailable:
             raise RunnerBusy(wait_ms) from None
         cursor.execute(f"SET LOCAL lock_timeout = {lock_ms}")
+        cursor.execute(Q["rollout_exists"])
+        if cursor.fetchone()[0]:  # an online expand won the runner lock first
+            cursor.execute(Q["rollout"])
+            target, phase = cursor.fetchone() or ("?", "?")
+            raise RolloutInProgress(str(target), str(phase), "upgrade offline")
         cursor.execute(Q["current_version"])
         rows = cursor.fetchall()
     found = str(rows[0][0]) if rows else None

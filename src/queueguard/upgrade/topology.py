@@ -78,3 +78,9 @@ POOLER_BLIND = (
     "pooler an idle host is invisible; the fence (range_id + 1, protocol [4, 4]) is what "
     "makes every older host fail, seen or not"
 )
+
+
+def replica_lag_s(cursor: Any) -> float:
+    """On a primary: how far its slowest streaming standby is behind, in seconds."""
+    cursor.execute(Q["replica_lag"])
+    return float(cursor.fetchone()[0])

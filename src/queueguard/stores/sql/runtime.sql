@@ -11,6 +11,20 @@ VALUES (%(key)s, %(namespace)s, %(task_queue)s, %(task_type)s, %(partition)s, %(
 ON CONFLICT (physical_queue) DO UPDATE SET range_id = q.range_id + 1
 RETURNING range_id, ack_level, last_task_id;
 
+-- name: load_queue_window
+-- The same during an online rollout's protocol window ([3, 4], see docs/upgrade.md): the load
+-- also records the range this protocol-4 host took (protocol4_range, a column that exists only
+-- during the window), so the database refuses a protocol-3 load of this queue from now on
+-- (check constraint queue_owned_by_protocol_4).
+INSERT INTO task_queues AS q
+    (physical_queue, namespace, task_queue, task_type, partition, version,
+     range_id, ack_level, last_task_id, protocol4_range)
+VALUES (%(key)s, %(namespace)s, %(task_queue)s, %(task_type)s, %(partition)s, %(version)s,
+        1, 0, 0, 1)
+ON CONFLICT (physical_queue) DO UPDATE
+    SET range_id = q.range_id + 1, protocol4_range = q.range_id + 1
+RETURNING range_id, ack_level, last_task_id;
+
 -- name: allocate_ids
 -- Allocates n consecutive ids; matches no row when the range is stale.
 UPDATE task_queues SET last_task_id = last_task_id + %(n)s
@@ -97,6 +111,9 @@ VALUES (%(run_id)s, %(scheduled_event_id)s, %(kind)s);
 
 -- name: set_status
 UPDATE executions SET status = %(status)s WHERE run_id = %(run_id)s;
+
+-- name: version_directive
+SELECT versioning_behavior, deployment_version FROM executions WHERE run_id = %(run_id)s;
 
 -- name: record_task_started
 -- Marks the start if the run is running and the task not yet started; the CTE tells the

@@ -13,6 +13,10 @@ ORDER BY 1;
 -- The revision Alembic recorded (one row in a healthy database); ACCESS SHARE only.
 SELECT version_num::text FROM queueguard_version ORDER BY 1 LIMIT 11;
 
+-- name: rollout
+-- An online rollout's phase (the table exists only while one is in progress).
+SELECT phase FROM queueguard_rollout WHERE target = %(target)s;
+
 -- name: protocol
 -- The handshake: the runtime_protocol window (exactly one row in a v0.3+ schema).
 SELECT min_protocol, max_protocol FROM runtime_protocol;

@@ -16,3 +16,8 @@ SELECT pg_is_in_recovery(),
 -- name: server_port
 -- The port the server listens on (a client on another port talks to a pooler or proxy).
 SELECT current_setting('port');
+
+-- name: replica_lag
+-- On a primary: the largest replay lag of its streaming standbys, in seconds (0 without any;
+-- an idle standby reports no lag, which counts as caught up).
+SELECT coalesce(max(extract(epoch FROM replay_lag)), 0)::float8 FROM pg_stat_replication;

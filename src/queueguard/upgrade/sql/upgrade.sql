@@ -10,6 +10,13 @@ SELECT pg_advisory_xact_lock(hashtext('queueguard-upgrade'));
 -- The version row, re-read under the runner lock (no row: nothing applied yet).
 SELECT version_num FROM queueguard_version;
 
+-- name: rollout_exists
+-- Is an online rollout (`upgrade --online`) in progress? (its record exists only meanwhile)
+SELECT to_regclass('queueguard_rollout') IS NOT NULL;
+
+-- name: rollout
+SELECT target, phase FROM queueguard_rollout ORDER BY target LIMIT 1;
+
 -- name: dead_client_check
 -- Transaction-scoped: the server checks every second that the runner is still there.
 SELECT set_config('client_connection_check_interval', '1s', true)
