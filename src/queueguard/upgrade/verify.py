@@ -25,9 +25,10 @@ from queueguard.pg.connect import connection
 from queueguard.pg.scratch import ScratchDatabases, dbname_of
 from queueguard.revisions import MigrationSet
 from queueguard.style import paint
-from queueguard.upgrade import audit, catalog, compat, golden, legacy, state
+from queueguard.upgrade import audit, catalog, compat, golden, legacy, online, state
 from queueguard.upgrade.checksums import table_checksums
 from queueguard.upgrade.golden import Fixture, all_fixtures, get, load
+from queueguard.upgrade.online import equivalence
 from queueguard.upgrade.preflight import preflight as run_preflight
 from queueguard.upgrade.runner import upgrade
 
@@ -185,6 +186,9 @@ def verify_fixture(
         Check("stepwise", same_steps, "" if same_steps else state_diff(actual, _export(stepwise)))
     )
     checks.append(_fence(fixture, scratch.create(template_name), migrations))
+    checks.append(
+        _online(fixture, scratch.create(template_name), actual, fresh_catalog, migrations)
+    )
     result.elapsed_ms = int((time.monotonic() - started) * 1000)
     return result
 
@@ -215,6 +219,36 @@ def _frozen(frozen: dict[str, Any] | None, upgraded: catalog.Catalog) -> Check:
     same = actual == frozen
     detail = "" if same else json_diff(frozen, actual, labels=("frozen", "upgraded"))
     return Check("frozen", same, detail)
+
+
+def _online(
+    fixture: Fixture, db: str, offline: dict[str, Any], fresh_catalog: Any, migrations: MigrationSet
+) -> Check:
+    """The online path (expand, migrate in batches of two rows, contract) reaches the offline
+    end state (beside the documented range difference), the fresh catalog and the head's
+    invariants."""
+    head = migrations.head
+    previous = migrations.previous(head.id)
+    if not (Path(migrations.root) / "sql" / head.id / "online").is_dir():
+        return Check("online", True, f"revision {head.id} has no online path")
+    if previous is None or not migrations.at_or_after(previous, fixture.revision):
+        return Check("online", True, f"fixture at {fixture.revision}: not before {previous}")
+    if fixture.revision != previous:
+        upgrade(db, to=previous, progress=False, migrations=migrations)
+    knobs = online.Knobs(batch_size=2, max_lag_s=None)
+    report = online.run(db, knobs=knobs, migrations=migrations)
+    problems = equivalence.quiescent_differences(offline, _export(db))
+    problems += catalog.diff(fresh_catalog, _catalog(db))
+    invariants = _invariants(db, migrations)
+    if not invariants.ok:
+        problems.append(invariants.detail)
+    detail = (
+        "\n".join(problems[:30])
+        if problems
+        else f"{report.batches} batches, {report.rows_relocated} rows relocated, "
+        f"{report.directives} directives"
+    )
+    return Check("online", not problems and report.phase == "done", detail)
 
 
 def _fence(fixture: Fixture, db: str, migrations: MigrationSet) -> Check:
