@@ -8,7 +8,7 @@ Every write that changes a queue's backlog is range-checked: a stale owner gets
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, Protocol
 
@@ -25,6 +25,9 @@ class QueueState:
     range_id: int
     ack_level: int
     last_task_id: int
+    #: set by a load during an online rollout's protocol window: the owner is not the queue's
+    #: only writer (the migrator appends relocated rows), so it must not trust its counter
+    shared: bool = field(default=False, compare=False)
 
 
 @dataclass(frozen=True)

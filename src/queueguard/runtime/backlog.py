@@ -108,8 +108,10 @@ class BacklogManager:
         self._fence: StaleRangeError | None = None  # why the last owner period ended
         # Highest id this owner knows is stored: last_task_id at load, then its own appends
         # (the owner is the queue's only writer; a stale one cannot append). A claim reads
-        # only when it lies above readLevel, so an idle poll costs no round trip.
-        self._known_last = 0
+        # only when it lies above readLevel, so an idle poll costs no round trip. None: not
+        # the only writer (loaded during an online rollout's window, where the migrator
+        # appends relocated rows): every claim reads.
+        self._known_last: int | None = 0
         self.spooler = Spooler(self._append, spool_batch, spool_linger) if spool_batch > 1 else None
 
     # lifecycle -----------------------------------------------------------------------
@@ -123,7 +125,7 @@ class BacklogManager:
             self._acks_since_checkpoint = 0
             self._last_checkpoint = self._clock()
             self._fence = None
-            self._known_last = state.last_task_id
+            self._known_last = None if state.shared else state.last_task_id
             self._clear()
             self.loaded = True
         return state
@@ -191,7 +193,8 @@ class BacklogManager:
             ids = self.store.append(self.queue, self.range_id, payloads)
         except StaleRangeError as exc:
             raise self._fenced(exc) from None
-        if ids and ids[-1] > self._known_last:  # appends are serialised (lock or spooler)
+        if ids and self._known_last is not None and ids[-1] > self._known_last:
+            # appends are serialised (lock or spooler)
             self._known_last = ids[-1]
         return ids
 
@@ -227,7 +230,8 @@ class BacklogManager:
             has_read = False
             while len(claimed) < limit:
                 if not self._ready:
-                    if has_read or self._tracker.read_level >= self._known_last:
+                    known = self._known_last
+                    if has_read or (known is not None and self._tracker.read_level >= known):
                         break
                     if not self.read():
                         break

@@ -21,7 +21,7 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from queueguard.core.history import task_identity
+from queueguard.core.history import directive_of, task_identity
 from queueguard.core.keys import PhysicalQueue
 from queueguard.core.store import JSON, History, StartOutcome, Store
 from queueguard.errors import NotOwner, QueueguardError, StaleRangeError
@@ -212,6 +212,15 @@ class Matching:
         if timeout <= 0:
             return None
         return self._wait_for_sync_match(queue, timeout)
+
+    def directive(self, delivery: Delivery) -> JSON:
+        """The delivered task's version directive: the one it carries (every row from 004 on),
+        or History's for a row a v0.3 host wrote during an online rollout."""
+        carried = directive_of(delivery.data)
+        if carried is not None:
+            return carried
+        run_id, _event = task_identity(delivery.data)
+        return self.history.version_directive(run_id)
 
     def poll_batch(
         self, queue: PhysicalQueue, max_tasks: int, timeout: float = 0.0

@@ -197,10 +197,12 @@ class PostgresStore:
             # An online rollout's window lets older hosts in too: mark the queue as ours.
             # The handshake holds runtime_protocol until commit, so the window cannot close
             # (and the column go) between the read and the load.
-            load = "load_queue_window" if low < PROTOCOL else "load_queue"
-            row = conn.execute(Q[load], _params(queue)).fetchone()
-        assert row is not None
-        return QueueState(*row)
+            window = low < PROTOCOL
+            row = conn.execute(Q["load_queue_window" if window else "load_queue"], _params(queue))
+            found = row.fetchone()
+        assert found is not None
+        range_id, ack_level, last_task_id = found
+        return QueueState(range_id, ack_level, last_task_id, shared=window)
 
     def _stale(self, conn: Conn, queue: PhysicalQueue, range_id: int) -> StaleRangeError:
         row = conn.execute(Q["current_range"], {"key": queue.key}).fetchone()

@@ -75,13 +75,21 @@ def repair_counters(
 
 
 def relocate(
-    session: Session, phase: str, phases: tuple[str, ...], report: OnlineReport, tell: Tell
+    session: Session,
+    phase: str,
+    phases: tuple[str, ...],
+    report: OnlineReport,
+    tell: Tell,
+    *,
+    fence: bool,
 ) -> None:
-    """Move every legacy @auto queue's rows into its default queue, batch by batch."""
+    """Move every legacy @auto queue's rows into its default queue, batch by batch. `fence`:
+    fence each source first (in the window; once contract closed it, no v0.3 host can hold
+    a queue any more)."""
     queues = session.read(lambda c: c.execute(session.q("migrate.auto_queues")).fetchall())
     moved_total, rate = 0, _Rate()
     for source, destination in queues:
-        fenced: int | None = None  # the range this migrator fenced the source at
+        fenced: int | None = None if fence else -1  # the range the source was fenced at
         while True:
             batch = functools.partial(
                 _move, session, source=source, destination=destination, fenced=fenced
@@ -104,7 +112,7 @@ def _move(
     if row is None:
         return 0, fenced
     range_id, namespace, task_queue, task_type, partition = row
-    if range_id != fenced:  # fence first: whoever holds the source fails its next write
+    if fenced != -1 and range_id != fenced:  # fence first: its holder's next write fails
         cursor.execute(session.q("migrate.fence_source"), {"source": source})
         fenced = int(cursor.fetchone()[0])  # type: ignore[index]
     cursor.execute(

@@ -180,9 +180,9 @@ def migrate(session: Session, report: OnlineReport, tell: Tell) -> None:
     directives, relocations = batches.remaining(session)
     tell(f"migrate: {directives} rows need their directive, {relocations} rows in @auto queues")
     batches.repair_counters(session, "migrate", migrating, report, tell)
-    batches.relocate(session, "migrate", migrating, report, tell)
+    batches.relocate(session, "migrate", migrating, report, tell, fence=True)
     batches.directives(session, "migrate", migrating, report, tell, passes=3, total=directives)
-    batches.relocate(session, "migrate", migrating, report, tell)  # what v0.3 wrote meanwhile
+    batches.relocate(session, "migrate", migrating, report, tell, fence=True)  # v0.3's since
     session.transaction(
         lambda cursor: _set_phase(session, cursor, "contract", "migrate"),
         phases=migrating,
@@ -239,7 +239,7 @@ def contract(
         tell(f"contract: window closed to [4, 4], {report.queues_fenced} queues fenced")
     closing = ("closing",)
     batches.repair_counters(session, "contract", closing, report, tell)
-    batches.relocate(session, "contract", closing, report, tell)
+    batches.relocate(session, "contract", closing, report, tell, fence=False)
     batches.directives(session, "contract", closing, report, tell, passes=1)
     _, auto = batches.remaining(session)
     if auto:  # nothing writes @auto once the window is closed and its owners fenced
