@@ -74,6 +74,15 @@ def cmd_status(args: argparse.Namespace) -> int:
     else:
         for key in ("revision", "head", "protocol", "queues", "tasks", "drift"):
             print(f"{key:9} {doc.get(key)}")
+        rollout = doc.get("rollout")
+        if rollout:
+            left = rollout["rowsLeft"]
+            eta = f", ETA {rollout['etaSeconds']:.0f}s" if rollout["etaSeconds"] else ""
+            print(
+                f"rollout   to {rollout['target']}, phase {rollout['phase']}: "
+                f"{rollout['rowsDone']} rows migrated, {left['directives']} without directive "
+                f"and {left['relocations']} in @auto left{eta}"
+            )
     return 1 if doc["drift"] else 0
 
 
