@@ -231,12 +231,13 @@ class RevisionSites:
 
 
 def revision_sites(migrations: MigrationSet, revision: str) -> RevisionSites:
-    from queueguard.upgrade.manifest import step_files
+    from queueguard.upgrade.manifest import online_files, step_files
 
     migrations.get(revision)  # UsageError for an unknown revision
+    paths = [*step_files(revision, migrations.root), *online_files(revision, migrations.root)]
     files = tuple(
         (p.relative_to(migrations.root).as_posix(), SqlFile.read(p, "migration", revision))
-        for p in step_files(revision, migrations.root)
+        for p in paths
     )
     return RevisionSites(revision, migrations.root, files)
 

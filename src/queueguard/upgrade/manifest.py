@@ -39,6 +39,14 @@ def step_files(revision: str, root: Path | None = None) -> list[Path]:
     return steps
 
 
+def online_files(revision: str, root: Path | None = None) -> list[Path]:
+    """The revision's online path (`sql/<rev>/online/*.sql`, named statements of
+    `queueguard upgrade --online`), in name order; none for most revisions. Not part of the
+    revision's hash: the hash names the released offline content the ledger records."""
+    folder = (root or migrations_dir()) / "sql" / revision / "online"
+    return sorted(folder.glob("*.sql"))
+
+
 def revision_sha256(revision: str, root: Path | None = None) -> str:
     digest = hashlib.sha256()
     for path in step_files(revision, root):

@@ -28,7 +28,9 @@ from queueguard.style import paint
 from queueguard.upgrade import audit, catalog, compat, golden, legacy, online, state
 from queueguard.upgrade.checksums import table_checksums
 from queueguard.upgrade.golden import Fixture, all_fixtures, get, load
+from queueguard.upgrade.manifest import online_files
 from queueguard.upgrade.online import equivalence
+from queueguard.upgrade.online.probe import probe
 from queueguard.upgrade.preflight import preflight as run_preflight
 from queueguard.upgrade.runner import upgrade
 
@@ -186,9 +188,7 @@ def verify_fixture(
         Check("stepwise", same_steps, "" if same_steps else state_diff(actual, _export(stepwise)))
     )
     checks.append(_fence(fixture, scratch.create(template_name), migrations))
-    checks.append(
-        _online(fixture, scratch.create(template_name), actual, fresh_catalog, migrations)
-    )
+    checks.append(_online(fixture, scratch, template_name, actual, fresh_catalog, migrations))
     result.elapsed_ms = int((time.monotonic() - started) * 1000)
     return result
 
@@ -222,19 +222,26 @@ def _frozen(frozen: dict[str, Any] | None, upgraded: catalog.Catalog) -> Check:
 
 
 def _online(
-    fixture: Fixture, db: str, offline: dict[str, Any], fresh_catalog: Any, migrations: MigrationSet
+    fixture: Fixture,
+    scratch: ScratchDatabases,
+    template: str,
+    offline: dict[str, Any],
+    fresh_catalog: Any,
+    migrations: MigrationSet,
 ) -> Check:
     """The online path (expand, migrate in batches of two rows, contract) reaches the offline
     end state (beside the documented range difference), the fresh catalog and the head's
-    invariants."""
+    invariants; on a second copy, its window, lease and abort behave (`online.probe`)."""
     head = migrations.head
     previous = migrations.previous(head.id)
-    if not (Path(migrations.root) / "sql" / head.id / "online").is_dir():
+    if not online_files(head.id, Path(migrations.root)):
         return Check("online", True, f"revision {head.id} has no online path")
     if previous is None or not migrations.at_or_after(previous, fixture.revision):
         return Check("online", True, f"fixture at {fixture.revision}: not before {previous}")
+    db = scratch.create(template)
     if fixture.revision != previous:
         upgrade(db, to=previous, progress=False, migrations=migrations)
+    probed = scratch.create(dbname_of(db))
     knobs = online.Knobs(batch_size=2, max_lag_s=None)
     report = online.run(db, knobs=knobs, migrations=migrations)
     problems = equivalence.quiescent_differences(offline, _export(db))
@@ -242,6 +249,7 @@ def _online(
     invariants = _invariants(db, migrations)
     if not invariants.ok:
         problems.append(invariants.detail)
+    problems += [f"probe: {p}" for p in probe(probed, migrations, _export)]
     detail = (
         "\n".join(problems[:30])
         if problems

@@ -11,5 +11,5 @@ UPDATE runtime_protocol SET min_protocol = 3, max_protocol = 3;
 -- name: fence_protocol4
 -- Every queue a protocol-4 host holds: its next range-checked write fails, and its next load
 -- is refused by the handshake ([3, 3]).
-UPDATE task_queues SET range_id = range_id + 1
+UPDATE task_queues SET range_id = range_id + 1, protocol4_range = NULL
 WHERE protocol4_range = range_id;

@@ -63,9 +63,11 @@ LOCK TABLE runtime_protocol IN ACCESS EXCLUSIVE MODE;
 SELECT min_protocol, max_protocol FROM runtime_protocol;
 
 -- name: hosts_of_protocol
--- Connected hosts that announce `protocol` (their application_name, see docs/interfaces.md).
+-- Hosts connected to this database that announce `protocol` (their application_name, see
+-- docs/interfaces.md).
 SELECT DISTINCT application_name FROM pg_stat_activity
-WHERE application_name LIKE 'queueguard/' || %(protocol)s::text || ' %%'
+WHERE datname = current_database()
+  AND application_name LIKE 'queueguard/' || %(protocol)s::text || ' %%'
 ORDER BY 1;
 
 -- name: drop_owner

@@ -36,6 +36,7 @@ from queueguard.pg.connect import connect, connection_lost
 from queueguard.pg.dsn import redact
 from queueguard.pg.sqlfiles import parse_named
 from queueguard.revisions import MigrationSet
+from queueguard.upgrade.manifest import online_files
 
 T = TypeVar("T")
 Cursor = psycopg.Cursor[TupleRow]
@@ -72,10 +73,9 @@ class Knobs:
 def statements(migrations: MigrationSet, target: str) -> dict[str, dict[str, str]]:
     """The online path's named statements, per file, from `sql/<target>/online/`: they belong
     to the revision, beside its offline steps."""
-    folder = Path(migrations.root) / "sql" / target / "online"
-    if not folder.is_dir():
-        raise UsageError(f"revision {target} has no online path ({folder} is missing)")
-    files = sorted(folder.glob("*.sql"))
+    files = online_files(target, Path(migrations.root))
+    if not files:
+        raise UsageError(f"revision {target} has no online path (no sql/{target}/online/)")
     return {p.stem: parse_named(p.read_text(encoding="utf-8")) for p in files}
 
 
