@@ -8,9 +8,10 @@ statements belong to the revision: `migrations/sql/<rev>/online/*.sql`.
 from __future__ import annotations
 
 import time
+from typing import Any
 
 from queueguard import revisions
-from queueguard.errors import UsageError
+from queueguard.errors import RolloutRefused, UsageError
 from queueguard.revisions import MigrationSet
 from queueguard.stores import schema
 from queueguard.upgrade import manifest, topology
@@ -20,6 +21,11 @@ from queueguard.upgrade.online.report import OnlineReport, Progress, Tell
 from queueguard.upgrade.online.session import Knobs, Session, statements
 
 __all__ = ["PHASES", "Knobs", "OnlineReport", "Progress", "run"]
+
+
+def _revision(cursor: Any) -> str | None:
+    return schema.read_state(cursor).revision
+
 
 PHASES = ("expand", "migrate", "contract", "abort")
 
@@ -69,6 +75,13 @@ def run(
                     _phases.abort(session, report, say, force=force)
         except Paused:
             report.paused = True
+        except RolloutRefused:
+            # Another migrator finished the rollout while this one waited for its lease: as
+            # the offline runner reports a revision another runner applied, this is no error.
+            finished = _phases.current_phase(session) is None and phase != "abort"
+            if not finished or session.read(_revision) != target:
+                raise
+            report.warnings.append("another migrator finished the rollout meanwhile")
         now = _phases.current_phase(session)
         report.after = session.read(lambda cursor: schema.read_state(cursor).revision)
         if now is not None:

@@ -207,7 +207,12 @@ class Session:
 
     def _lease(self, cursor: Cursor, phases: tuple[str, ...], what: str) -> None:
         params = {"target": self.target, "holder": self.holder, "lease_s": self.knobs.lease_s}
-        cursor.execute(self.q("rollout.take_lease"), params)
+        try:
+            cursor.execute(self.q("rollout.take_lease"), params)
+        except psycopg.errors.UndefinedTable:  # another migrator finished or aborted it
+            raise RolloutRefused(
+                f"{what}: no online rollout to {self.target} in progress"
+            ) from None
         row = cursor.fetchone()
         if row is None:
             if not self._rollout_exists(cursor):
