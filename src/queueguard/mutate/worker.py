@@ -59,6 +59,11 @@ class Job:
     #: run every gate even after one failed (baselines report everything)
     all_gates: bool = False
 
+    @property
+    def online_only(self) -> bool:
+        """Only files of a revision's online path change (`sql/<rev>/online/`)."""
+        return bool(self.files) and all("/online/" in path for path in self.files)
+
 
 @dataclass(frozen=True)
 class Outcome:
@@ -98,7 +103,12 @@ def run_job(setup: Setup, job: Job, release: Release = ScratchDatabases.drop_all
                 result = exact_verify_gate(setup.shared.admin_dsn, migrations, setup.fixtures_root)
             elif gate == "verify":
                 result = verify_gate(
-                    setup.shared, migrations, setup.fixtures_root, job.prefix, release
+                    setup.shared,
+                    migrations,
+                    setup.fixtures_root,
+                    job.prefix,
+                    release,
+                    online_only=job.online_only,
                 )
             elif setup.command:
                 result = command_gate(setup.command, root)

@@ -124,7 +124,11 @@ def verify_fixture(
     preflight: Callable[[str], tuple[bool, str]] | None,
     migrations: MigrationSet,
     frozen_catalog: dict[str, Any] | None = None,
+    *,
+    online_only: bool = False,
 ) -> FixtureResult:
+    """Every check of one fixture. `online_only`: only the online path's (what a change to
+    the online SQL alone can affect; `queueguard mutate` uses it for such mutants)."""
     started = time.monotonic()
     result = FixtureResult(fixture.name, fixture.revision)
     checks = result.checks
@@ -159,6 +163,28 @@ def verify_fixture(
         )
     )
     actual = _export(db)
+    if not online_only:  # the offline path's checks read no online file
+        checks += _offline_checks(
+            fixture, scratch, template_name, db, actual, fresh_catalog, frozen_catalog, migrations
+        )
+    checks.append(_online(fixture, scratch, template_name, actual, fresh_catalog, migrations))
+    result.elapsed_ms = int((time.monotonic() - started) * 1000)
+    return result
+
+
+def _offline_checks(
+    fixture: Fixture,
+    scratch: ScratchDatabases,
+    template_name: str,
+    db: str,
+    actual: dict[str, Any],
+    fresh_catalog: Any,
+    frozen_catalog: dict[str, Any] | None,
+    migrations: MigrationSet,
+) -> list[Check]:
+    """golden, catalog, frozen, invariants, idempotent, stepwise, fence: `db` is the fixture
+    upgraded offline, `actual` its export."""
+    checks: list[Check] = []
     same = snapshot.normalise(actual) == snapshot.normalise(fixture.expected_head)
     checks.append(Check("golden", same, "" if same else state_diff(fixture.expected_head, actual)))
 
@@ -188,9 +214,7 @@ def verify_fixture(
         Check("stepwise", same_steps, "" if same_steps else state_diff(actual, _export(stepwise)))
     )
     checks.append(_fence(fixture, scratch.create(template_name), migrations))
-    checks.append(_online(fixture, scratch, template_name, actual, fresh_catalog, migrations))
-    result.elapsed_ms = int((time.monotonic() - started) * 1000)
-    return result
+    return checks
 
 
 def _invariants(db: str, migrations: MigrationSet) -> Check:

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from typing import Any
 
 from queueguard.core.keys import PhysicalQueue
+from queueguard.core.store import QueueState
 from queueguard.errors import HostsConnected, MigratorBusy, QueueguardError
 from queueguard.pg.connect import connection
 from queueguard.revisions import MigrationSet
@@ -28,6 +29,7 @@ from queueguard.upgrade.online.session import Knobs, Session, statements
 
 NAMESPACE = "queueguard-verify"
 KNOBS = Knobs(batch_size=2, max_lag_s=None, lease_s=30, wait_s=0)
+HELD = PhysicalQueue(NAMESPACE, "held-by-v04", "workflow", 0)
 
 
 def _quiet(_message: object) -> None:
@@ -44,12 +46,14 @@ def probe(dsn: str, migrations: MigrationSet, export: Callable[[str], dict[str, 
     before = _without_directives(export(dsn))
     problems: list[str] = []
     session = Session(dsn, target=target, sql=sql, knobs=KNOBS)
+    held: QueueState | None = None
     try:
         report = OnlineReport(target, None, None)
         phases.expand(session, migrations, report, _quiet)
         host = PostgresStore(dsn, host_id="verify-probe", pool_size=1, create_schema=False)
         try:
             problems += _window(dsn, host)
+            held = host.queue_state(HELD)
             problems += _lease(dsn, sql, target, session)
             phases.migrate(session, report, _quiet)
             try:
@@ -64,7 +68,12 @@ def probe(dsn: str, migrations: MigrationSet, export: Callable[[str], dict[str, 
         session.close()
     with connection(dsn) as conn:
         window = conn.execute("SELECT min_protocol, max_protocol FROM runtime_protocol").fetchall()
+        fenced = conn.execute(
+            "SELECT range_id FROM task_queues WHERE physical_queue = %s", (HELD.key,)
+        ).fetchall()
         differences = catalog.diff(before_catalog, catalog.introspect(conn))
+    if held is None or fenced != [(held.range_id + 1,)]:
+        problems.append(f"abort did not fence the v0.4 host's queue: {held} -> {fenced}")
     if window != [(3, 3)]:
         problems.append(f"after abort the protocol window is {window}, not [(3, 3)]")
     problems += [f"after abort: {d}" for d in differences[:10]]
@@ -83,8 +92,7 @@ def _without_directives(doc: dict[str, Any]) -> dict[tuple[Any, ...], int]:
 def _window(dsn: str, host: PostgresStore) -> list[str]:
     """A v0.4 load marks its queue; v0.3 loads of it are refused, of others not."""
     problems = []
-    held = PhysicalQueue(NAMESPACE, "held-by-v04", "workflow", 0)
-    state = host.load_queue(held)
+    state = host.load_queue(HELD)
     with V03Worker(dsn, host_id="verify-probe") as old:
         old.start()
         try:
@@ -97,7 +105,7 @@ def _window(dsn: str, host: PostgresStore) -> list[str]:
             old.load(LegacyQueue(NAMESPACE, "free"))
         except QueueguardError as exc:
             problems.append(f"a v0.3 load of a free queue was refused: {exc}")
-    again = host.queue_state(held)
+    again = host.queue_state(HELD)
     if again is None or again.range_id != state.range_id:
         problems.append(f"the v0.4 host's range moved: {state} -> {again}")
     return problems
