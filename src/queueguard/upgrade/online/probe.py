@@ -30,6 +30,7 @@ from queueguard.upgrade.online.session import Knobs, Session, statements
 NAMESPACE = "queueguard-verify"
 KNOBS = Knobs(batch_size=2, max_lag_s=None, lease_s=30, wait_s=0)
 HELD = PhysicalQueue(NAMESPACE, "held-by-v04", "workflow", 0)
+FREE = LegacyQueue(NAMESPACE, "free")
 
 
 def _quiet(_message: object) -> None:
@@ -71,9 +72,14 @@ def probe(dsn: str, migrations: MigrationSet, export: Callable[[str], dict[str, 
         fenced = conn.execute(
             "SELECT range_id FROM task_queues WHERE physical_queue = %s", (HELD.key,)
         ).fetchall()
+        untouched = conn.execute(
+            "SELECT range_id FROM task_queues WHERE physical_queue = %s", (FREE.key,)
+        ).fetchall()
         differences = catalog.diff(before_catalog, catalog.introspect(conn))
     if held is None or fenced != [(held.range_id + 1,)]:
         problems.append(f"abort did not fence the v0.4 host's queue: {held} -> {fenced}")
+    if untouched != [(1,)]:  # the v0.3 host loaded it once; abort leaves v0.3 hosts alone
+        problems.append(f"abort moved the range of a queue a v0.3 host holds: {untouched}")
     if window != [(3, 3)]:
         problems.append(f"after abort the protocol window is {window}, not [(3, 3)]")
     problems += [f"after abort: {d}" for d in differences[:10]]
@@ -102,7 +108,7 @@ def _window(dsn: str, host: PostgresStore) -> list[str]:
             if "queue_owned_by_protocol_4" not in str(exc):
                 problems.append(f"a v0.3 load of a v0.4 queue failed otherwise: {exc}")
         try:
-            old.load(LegacyQueue(NAMESPACE, "free"))
+            old.load(FREE)
         except QueueguardError as exc:
             problems.append(f"a v0.3 load of a free queue was refused: {exc}")
     again = host.queue_state(HELD)
