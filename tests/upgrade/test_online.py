@@ -25,6 +25,7 @@ from queueguard.upgrade import catalog, online
 from queueguard.upgrade.golden import Fixture, all_fixtures, load
 from queueguard.upgrade.legacy.workers import LegacyQueue, V03Worker
 from queueguard.upgrade.online.equivalence import quiescent_differences, task_multiset
+from queueguard.upgrade.online.probe import wait_gone
 from queueguard.upgrade.preflight import preflight
 from queueguard.upgrade.rehearse import rehearse
 from queueguard.upgrade.runner import upgrade
@@ -188,6 +189,7 @@ def test_abort_returns_to_003_and_migrated_rows_stay_valid(
             online.run(db, phase="abort", knobs=KNOBS)
     finally:
         store.close()
+        wait_gone(db, store.application_name)  # its backend leaves pg_stat_activity
     report = online.run(db, phase="abort", knobs=KNOBS)
     assert report.phase == "aborted" and report.after == "003"
     assert rows(db, "SELECT min_protocol, max_protocol FROM runtime_protocol") == [(3, 3)]

@@ -30,7 +30,7 @@ from queueguard.upgrade.checksums import table_checksums
 from queueguard.upgrade.golden import Fixture, all_fixtures, get, load
 from queueguard.upgrade.manifest import online_files
 from queueguard.upgrade.online import equivalence
-from queueguard.upgrade.online.probe import probe
+from queueguard.upgrade.online.probe import NAMESPACE, Fleet, probe
 from queueguard.upgrade.preflight import preflight as run_preflight
 from queueguard.upgrade.runner import upgrade
 
@@ -167,7 +167,7 @@ def verify_fixture(
         checks += _offline_checks(
             fixture, scratch, template_name, db, actual, fresh_catalog, frozen_catalog, migrations
         )
-    checks.append(_online(fixture, scratch, template_name, actual, fresh_catalog, migrations))
+    checks.append(_online(fixture, scratch, template_name, db, actual, fresh_catalog, migrations))
     result.elapsed_ms = int((time.monotonic() - started) * 1000)
     return result
 
@@ -249,13 +249,16 @@ def _online(
     fixture: Fixture,
     scratch: ScratchDatabases,
     template: str,
+    offline_db: str,
     offline: dict[str, Any],
     fresh_catalog: Any,
     migrations: MigrationSet,
 ) -> Check:
     """The online path (expand, migrate in batches of two rows, contract) reaches the offline
-    end state (beside the documented range difference), the fresh catalog and the head's
-    invariants; on a second copy, its window, lease and abort behave (`online.probe`)."""
+    end state (beside the documented range difference: exactly one more fence on each legacy
+    @auto queue that held rows), the same ledger, the fresh catalog and the head's invariants,
+    while a v0.4 and a v0.3 host hold a queue each (`online.probe.Fleet`); on a second copy,
+    the window, the lease and abort behave (`online.probe.probe`)."""
     head = migrations.head
     previous = migrations.previous(head.id)
     if not online_files(head.id, Path(migrations.root)):
@@ -265,10 +268,18 @@ def _online(
     db = scratch.create(template)
     if fixture.revision != previous:
         upgrade(db, to=previous, progress=False, migrations=migrations)
+    sources = {str(r[0]) for r in _rows(db, _AUTO_SOURCES)}
     probed = scratch.create(dbname_of(db))
     knobs = online.Knobs(batch_size=2, max_lag_s=None)
+    online.run(db, phase="expand", knobs=knobs, migrations=migrations)
+    fleet = Fleet(db)
     report = online.run(db, knobs=knobs, migrations=migrations)
-    problems = equivalence.quiescent_differences(offline, _export(db))
+    problems = fleet.problems()
+    mine = _export(db)
+    mine["queues"] = [q for q in mine["queues"] if not q["physicalQueue"].startswith(FLEET)]
+    problems += equivalence.quiescent_differences(offline, mine, sources=sources)
+    if _rows(db, _LEDGER) != _rows(offline_db, _LEDGER):
+        problems.append("the ledger differs from the offline upgrade's")
     problems += catalog.diff(fresh_catalog, _catalog(db))
     invariants = _invariants(db, migrations)
     if not invariants.ok:
@@ -281,6 +292,19 @@ def _online(
         f"{report.directives} directives"
     )
     return Check("online", not problems and report.phase == "done", detail)
+
+
+_AUTO_SOURCES = (
+    "SELECT DISTINCT t.physical_queue FROM tasks t JOIN task_queues q USING (physical_queue) "
+    "WHERE q.version = 'auto'"
+)
+_LEDGER = "SELECT revision, sha256 FROM queueguard_migrations ORDER BY revision"
+FLEET = f"{NAMESPACE}/"
+
+
+def _rows(dsn: str, sql: str) -> list[tuple[Any, ...]]:
+    with connection(dsn) as conn:
+        return conn.execute(sql).fetchall()
 
 
 def _fence(fixture: Fixture, db: str, migrations: MigrationSet) -> Check:

@@ -14,14 +14,11 @@ WHERE conrelid = 'task_queues'::regclass AND conname = 'queue_owned_by_protocol_
 -- name: owner_constraint
 -- The per-queue refusal of protocol-3 hosts, from the database itself (no trigger): a v0.4
 -- load sets protocol4_range to the range it takes; a v0.3 load bumps range_id alone and so
--- violates this check, failing with an error that names it. Added NOT VALID (no scan under
--- the ACCESS EXCLUSIVE lock), validated by the next statement.
+-- violates this check, failing with an error that names it. NOT VALID: no scan under the
+-- ACCESS EXCLUSIVE lock, and none is needed — the column was just added without a default, so
+-- every existing row holds NULL; PostgreSQL enforces the check on every row written from now.
 ALTER TABLE task_queues ADD CONSTRAINT queue_owned_by_protocol_4
     CHECK (protocol4_range IS NULL OR protocol4_range = range_id) NOT VALID;
-
--- name: owner_constraint_validate
--- SHARE UPDATE EXCLUSIVE: hosts keep loading, appending and checkpointing meanwhile.
-ALTER TABLE task_queues VALIDATE CONSTRAINT queue_owned_by_protocol_4;
 
 -- name: marker_index_state
 -- The marker index: does it exist, and is it valid (a failed CONCURRENTLY build leaves an

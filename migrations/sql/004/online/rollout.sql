@@ -59,9 +59,6 @@ WHERE target = %(target)s;
 -- load), and a load that passed its handshake holds it until its commit.
 LOCK TABLE runtime_protocol IN ACCESS EXCLUSIVE MODE;
 
--- name: protocol
-SELECT min_protocol, max_protocol FROM runtime_protocol;
-
 -- name: hosts_of_protocol
 -- Hosts connected to this database that announce `protocol` (their application_name, see
 -- docs/interfaces.md).

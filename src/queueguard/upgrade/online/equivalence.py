@@ -23,8 +23,13 @@ Doc = dict[str, Any]
 _AUTO = "@" + AUTO_VERSION
 
 
-def quiescent_differences(offline: Doc, online: Doc, limit: int = 20) -> list[str]:
-    """What differs between the two end states beyond the documented range difference."""
+def quiescent_differences(
+    offline: Doc, online: Doc, *, sources: set[str] | None = None, limit: int = 20
+) -> list[str]:
+    """What differs between the two end states beyond the documented range difference.
+
+    `sources`: the legacy @auto queues that held rows before the rollout; each must end with
+    exactly one more fence than offline (without it: any @auto queue may end higher)."""
     a, b = normalise(offline), normalise(online)
     problems = [f"{part} differs" for part in a if part != "queues" and a[part] != b.get(part)]
     queues_a = {q["physicalQueue"]: q for q in a["queues"]}
@@ -38,8 +43,12 @@ def quiescent_differences(offline: Doc, online: Doc, limit: int = 20) -> list[st
                 problems.append(
                     f"{key}: {field} offline {_short(qa[field])} online {_short(qb[field])}"
                 )
-        drained_auto = key.endswith(_AUTO) and qa["rangeId"] <= qb["rangeId"]
-        if qa["rangeId"] != qb["rangeId"] and not drained_auto:
+        if sources is not None:
+            expected_ok = qb["rangeId"] == qa["rangeId"] + (1 if key in sources else 0)
+        else:
+            higher_auto = key.endswith(_AUTO) and qa["rangeId"] <= qb["rangeId"]
+            expected_ok = qa["rangeId"] == qb["rangeId"] or higher_auto
+        if not expected_ok:
             problems.append(f"{key}: rangeId offline {qa['rangeId']} online {qb['rangeId']}")
     return problems[:limit]
 

@@ -109,11 +109,6 @@ def expand(session: Session, migrations: MigrationSet, report: OnlineReport, tel
             cursor.execute(session.q("expand.owner_constraint"))
 
     session.transaction(owner, phases=expanding, what="expand: owner column")
-    session.transaction(
-        lambda c: c.execute(session.q("expand.owner_constraint_validate")),
-        phases=expanding,
-        what="expand: validate constraint",
-    )
     tell("expand: task_queues.protocol4_range and check queue_owned_by_protocol_4 in place")
     valid = session.read(lambda c: c.execute(session.q("expand.marker_index_state")).fetchone())
     if valid is not None and not valid[0]:  # a build that failed half-way: build it again

@@ -1,141 +1,289 @@
-"""The online path's control behaviour, probed on a scratch copy (`queueguard verify`'s
+"""The online path's control behaviour, probed on scratch copies (`queueguard verify`'s
 `online` check): what a quiescent end-state comparison cannot see.
 
-- the window: v0.4 hosts start against the expanded database; a queue one of them loaded
-  refuses a v0.3 load (`queue_owned_by_protocol_4`) while other queues still take v0.3 loads;
-- the lease: a second migrator is turned away while the first holds it, and takes over once
-  it expired;
-- abort: refused while a protocol-4 host is connected; then back to [3, 3] with the additive
-  state gone (the catalog of the revision before) and every task still there.
+- `Fleet` (during the compared run): a v0.4 host holds one queue, a v0.3 host loaded another;
+  contract must fence the second and leave the first alone (a fleet on v0.4 goes on);
+- `probe` (a second copy): after expand, the window is [3, 4], the marker index serves the
+  directive batches and the remaining counts are right; a v0.4-held queue refuses a v0.3 load,
+  other queues do not; one migrator at a time (busy while held or mid-batch, taken over once
+  expired, released at the end); the rollout record counts what migrate did; abort waits for
+  a load in flight, refuses while a v0.4 host of this database is connected (not of another),
+  then fences only v0.4-held queues and returns to [3, 3], the previous catalog and every task.
 """
 
 from __future__ import annotations
 
+import json
+import time
 from collections.abc import Callable
 from typing import Any
 
 from queueguard.core.keys import PhysicalQueue
 from queueguard.core.store import QueueState
-from queueguard.errors import HostsConnected, MigratorBusy, QueueguardError
-from queueguard.pg.connect import connection
+from queueguard.errors import HostsConnected, LockTimeout, MigratorBusy, QueueguardError
+from queueguard.pg.connect import connect, connection
+from queueguard.pg.scratch import database_dsn
 from queueguard.revisions import MigrationSet
 from queueguard.stores.postgres import PostgresStore
 from queueguard.upgrade import catalog
 from queueguard.upgrade.legacy.workers import LegacyQueue, V03Worker
-from queueguard.upgrade.online import phases
+from queueguard.upgrade.online import batches, phases
 from queueguard.upgrade.online.equivalence import task_multiset
 from queueguard.upgrade.online.report import OnlineReport
 from queueguard.upgrade.online.session import Knobs, Session, statements
 
 NAMESPACE = "queueguard-verify"
-KNOBS = Knobs(batch_size=2, max_lag_s=None, lease_s=30, wait_s=0)
+KNOBS = Knobs(batch_size=2, max_lag_s=None, lease_s=30, wait_s=0, retries=0)
 HELD = PhysicalQueue(NAMESPACE, "held-by-v04", "workflow", 0)
 FREE = LegacyQueue(NAMESPACE, "free")
+Export = Callable[[str], dict[str, Any]]
 
 
 def _quiet(_message: object) -> None:
     pass
 
 
-def probe(dsn: str, migrations: MigrationSet, export: Callable[[str], dict[str, Any]]) -> list[str]:
+def wait_gone(dsn: str, application_name: str, timeout_s: float = 10.0) -> None:
+    """A closed connection's backend leaves pg_stat_activity a moment later: wait for it."""
+    deadline = time.monotonic() + timeout_s
+    with connection(dsn, autocommit=True) as conn:
+        while time.monotonic() < deadline:
+            found = conn.execute(
+                "SELECT 1 FROM pg_stat_activity WHERE application_name = %s", (application_name,)
+            ).fetchone()
+            if found is None:
+                return
+            time.sleep(0.02)
+
+
+def _range(dsn: str, key: str) -> int | None:
+    with connection(dsn) as conn:
+        row = conn.execute(
+            "SELECT range_id FROM task_queues WHERE physical_queue = %s", (key,)
+        ).fetchone()
+    return int(row[0]) if row else None
+
+
+class Fleet:
+    """A v0.4 host holding HELD and a v0.3 host that loaded FREE, around contract."""
+
+    def __init__(self, dsn: str) -> None:
+        self.dsn = dsn
+        self.host = PostgresStore(dsn, host_id="verify-fleet", pool_size=1, create_schema=False)
+        self.held = self.host.load_queue(HELD)
+        with V03Worker(dsn, host_id="verify-fleet") as old:
+            old.start()
+            self.free = old.load(FREE)
+
+    def problems(self) -> list[str]:
+        """After contract (closes the v0.4 host)."""
+        self.host.close()
+        found = []
+        if _range(self.dsn, HELD.key) != self.held.range_id:
+            found.append("contract fenced a queue a v0.4 host holds")
+        if _range(self.dsn, FREE.key) != self.free.range_id + 1:
+            found.append("contract did not fence (exactly once) a queue a v0.3 host holds")
+        return found
+
+
+def probe(dsn: str, migrations: MigrationSet, export: Export) -> list[str]:
     """Problems found on `dsn` (a scratch copy at the online path's starting revision; the
     probe writes to it)."""
     target = migrations.head.id
     sql = statements(migrations, target)
     with connection(dsn) as conn:
         before_catalog = catalog.introspect(conn)
-    before = _without_directives(export(dsn))
+    before_doc = export(dsn)
     problems: list[str] = []
     session = Session(dsn, target=target, sql=sql, knobs=KNOBS)
     held: QueueState | None = None
+    report = OnlineReport(target, None, None)
     try:
-        report = OnlineReport(target, None, None)
         phases.expand(session, migrations, report, _quiet)
+        problems += _expanded(dsn, session, before_doc)
         host = PostgresStore(dsn, host_id="verify-probe", pool_size=1, create_schema=False)
         try:
             problems += _window(dsn, host)
             held = host.queue_state(HELD)
             problems += _lease(dsn, sql, target, session)
             phases.migrate(session, report, _quiet)
-            try:
-                phases.abort(session, report, _quiet, force=False)
-                problems.append("abort ran while a protocol-4 host was connected")
-            except HostsConnected:
-                pass
+            problems += _progress(dsn, report)
         finally:
             host.close()
+            wait_gone(dsn, host.application_name)
+        problems += _abort_refusals(dsn, session, report)
         phases.abort(session, report, _quiet, force=False)
     finally:
         session.close()
+    return problems + _aborted(dsn, held, before_catalog, before_doc, export)
+
+
+def _expanded(dsn: str, session: Session, before: dict[str, Any]) -> list[str]:
+    """The window, the marker index and the remaining counts, right after expand."""
+    found = []
     with connection(dsn) as conn:
         window = conn.execute("SELECT min_protocol, max_protocol FROM runtime_protocol").fetchall()
-        fenced = conn.execute(
-            "SELECT range_id FROM task_queues WHERE physical_queue = %s", (HELD.key,)
-        ).fetchall()
-        untouched = conn.execute(
-            "SELECT range_id FROM task_queues WHERE physical_queue = %s", (FREE.key,)
-        ).fetchall()
-        differences = catalog.diff(before_catalog, catalog.introspect(conn))
-    if held is None or fenced != [(held.range_id + 1,)]:
-        problems.append(f"abort did not fence the v0.4 host's queue: {held} -> {fenced}")
-    if untouched != [(1,)]:  # the v0.3 host loaded it once; abort leaves v0.3 hosts alone
-        problems.append(f"abort moved the range of a queue a v0.3 host holds: {untouched}")
-    if window != [(3, 3)]:
-        problems.append(f"after abort the protocol window is {window}, not [(3, 3)]")
-    problems += [f"after abort: {d}" for d in differences[:10]]
-    after = _without_directives(export(dsn))
-    probe_tasks = sum(n for key, n in after.items() if key[0] == NAMESPACE)
-    after = {k: n for k, n in after.items() if k[0] != NAMESPACE}
-    if after != before or probe_tasks:
-        problems.append("after abort the tasks differ from before the rollout")
-    return problems
-
-
-def _without_directives(doc: dict[str, Any]) -> dict[tuple[Any, ...], int]:
-    return {key[:-1]: n for key, n in task_multiset(doc).items()}
+        # The rows still without a directive are found through the marker index (an index
+        # whose predicate does not match cannot serve the count, whatever it costs).
+        conn.execute("SET enable_seqscan = off")
+        plan = conn.execute("EXPLAIN (FORMAT JSON) " + session.q("migrate.remaining")).fetchone()
+    if window != [(3, 4)]:
+        found.append(f"after expand the protocol window is {window}, not [(3, 4)]")
+    if "queueguard_rollout_pending_directive" not in json.dumps(plan):
+        found.append("the rows without a directive are not found through the marker index")
+    directives = sum(
+        1
+        for q in before["queues"]
+        if not q["physicalQueue"].endswith("@auto")
+        for t in q["tasks"]
+        if isinstance(t["data"].get("task"), dict) and "versionDirective" not in t["data"]["task"]
+    )
+    relocations = sum(
+        len(q["tasks"]) for q in before["queues"] if q["physicalQueue"].endswith("@auto")
+    )
+    counted = batches.remaining(session)
+    if counted != (directives, relocations):
+        found.append(f"remaining counts {counted}, expected {(directives, relocations)}")
+    return found
 
 
 def _window(dsn: str, host: PostgresStore) -> list[str]:
     """A v0.4 load marks its queue; v0.3 loads of it are refused, of others not."""
-    problems = []
+    found = []
     state = host.load_queue(HELD)
     with V03Worker(dsn, host_id="verify-probe") as old:
         old.start()
         try:
-            old.load(LegacyQueue(NAMESPACE, "held-by-v04"))
-            problems.append("a v0.3 host loaded a queue a v0.4 host holds")
+            old.load(LegacyQueue(NAMESPACE, HELD.task_queue))
+            found.append("a v0.3 host loaded a queue a v0.4 host holds")
         except QueueguardError as exc:
             if "queue_owned_by_protocol_4" not in str(exc):
-                problems.append(f"a v0.3 load of a v0.4 queue failed otherwise: {exc}")
+                found.append(f"a v0.3 load of a v0.4 queue failed otherwise: {exc}")
         try:
             old.load(FREE)
         except QueueguardError as exc:
-            problems.append(f"a v0.3 load of a free queue was refused: {exc}")
+            found.append(f"a v0.3 load of a free queue was refused: {exc}")
     again = host.queue_state(HELD)
     if again is None or again.range_id != state.range_id:
-        problems.append(f"the v0.4 host's range moved: {state} -> {again}")
-    return problems
+        found.append(f"the v0.4 host's range moved: {state} -> {again}")
+    return found
 
 
 def _lease(dsn: str, sql: dict[str, dict[str, str]], target: str, first: Session) -> list[str]:
-    """One migrator at a time; a lease that expired is taken over."""
-    problems = []
+    """One migrator at a time; a lease that expired is taken over; a release frees it."""
+    found = []
     first.transaction(lambda _c: None, phases=("migrate",), what="probe: lease")
+    with connection(dsn) as conn:
+        holder, left = conn.execute(
+            "SELECT holder, extract(epoch FROM lease_until - now()) FROM queueguard_rollout"
+        ).fetchone() or (None, None)
+    if holder != first.holder or not KNOBS.lease_s - 5 < float(left or 0) <= KNOBS.lease_s:
+        found.append(f"the lease is {holder!r} for {left}s, not {first.holder!r} for ~30s")
     second = Session(dsn, target=target, sql=sql, knobs=KNOBS)
     try:
-        try:
-            second.transaction(lambda _c: None, phases=("migrate",), what="probe: lease")
-            problems.append("a second migrator took the lease while the first held it")
-        except MigratorBusy:
-            pass
+        if _takes(second):
+            found.append("a second migrator took the lease while the first held it")
         with connection(dsn) as conn:
             conn.execute("UPDATE queueguard_rollout SET lease_until = now() - interval '1s'")
             conn.commit()
+        in_batch = connect(dsn)  # another migrator inside a batch: its row lock
         try:
-            second.transaction(lambda _c: None, phases=("migrate",), what="probe: lease")
-        except MigratorBusy:
-            problems.append("a second migrator could not take an expired lease")
+            in_batch.execute("SELECT 1 FROM queueguard_rollout FOR UPDATE")
+            try:
+                if _takes(second):
+                    found.append("a second migrator took the lease during a batch")
+            except LockTimeout:
+                found.append("a second migrator queued behind a batch instead of waiting")
+        finally:
+            in_batch.rollback()
+            in_batch.close()
+        if not _takes(second):
+            found.append("a second migrator could not take an expired lease")
         second.release()
+        with connection(dsn) as conn:
+            left_holder = conn.execute("SELECT holder FROM queueguard_rollout").fetchall()
+        if left_holder != [(None,)]:
+            found.append(f"a released lease is still held: {left_holder}")
     finally:
         second.close()
-    return problems
+    return found
+
+
+def _takes(session: Session) -> bool:
+    try:
+        session.transaction(lambda _c: None, phases=("migrate",), what="probe: lease")
+    except MigratorBusy:
+        return False
+    return True
+
+
+def _progress(dsn: str, report: OnlineReport) -> list[str]:
+    """The rollout record counts what migrate did, with sane times."""
+    with connection(dsn) as conn:
+        row = conn.execute(
+            "SELECT rows_done, migrate_seconds >= 0, started_at <= updated_at, "
+            "updated_at <= now(), now() - started_at < interval '1 hour' FROM queueguard_rollout"
+        ).fetchone()
+    done = report.directives + report.rows_relocated
+    if row is None or row[0] != done or not all(row[1:]):
+        return [f"the rollout record says {row}, migrate did {done} rows"]
+    return []
+
+
+def _abort_refusals(dsn: str, session: Session, report: OnlineReport) -> list[str]:
+    """Abort waits for a load in flight (runtime_protocol locked first) and refuses while a
+    v0.4 host of this database is connected, not one of another database."""
+    found = []
+    loading = connect(dsn)
+    try:
+        loading.execute("SELECT min_protocol FROM runtime_protocol")  # a handshake in flight
+        try:
+            phases.abort(session, report, _quiet, force=False)
+            found.append("abort did not wait for a load in flight")
+        except LockTimeout:
+            pass
+    finally:
+        loading.rollback()
+        loading.close()
+    here = connect(dsn, application_name="queueguard/4 host=here")
+    elsewhere = connect(database_dsn(dsn, "postgres"), application_name="queueguard/4 host=other")
+    try:
+        phases.abort(session, report, _quiet, force=False)
+        found.append("abort ran while a protocol-4 host was connected")
+    except HostsConnected as exc:
+        if "host=other" in str(exc) or "host=here" not in str(exc):
+            found.append(f"abort named the wrong protocol-4 hosts: {exc}")
+    finally:
+        here.close()
+        elsewhere.close()
+        wait_gone(dsn, "queueguard/4 host=here")
+    return found
+
+
+def _aborted(
+    dsn: str,
+    held: QueueState | None,
+    before_catalog: catalog.Catalog,
+    before_doc: dict[str, Any],
+    export: Export,
+) -> list[str]:
+    found = []
+    with connection(dsn) as conn:
+        window = conn.execute("SELECT min_protocol, max_protocol FROM runtime_protocol").fetchall()
+        differences = catalog.diff(before_catalog, catalog.introspect(conn))
+    if window != [(3, 3)]:
+        found.append(f"after abort the protocol window is {window}, not [(3, 3)]")
+    fenced = _range(dsn, HELD.key)
+    if held is None or fenced != held.range_id + 1:
+        found.append(f"abort did not fence the v0.4 host's queue: {held} -> {fenced}")
+    if _range(dsn, FREE.key) != 1:  # the v0.3 host loaded it once; abort leaves it alone
+        found.append("abort moved the range of a queue a v0.3 host holds")
+    found += [f"after abort: {d}" for d in differences[:10]]
+    before, after = _without_directives(before_doc), _without_directives(export(dsn))
+    if {k: n for k, n in after.items() if k[0] != NAMESPACE} != before:
+        found.append("after abort the tasks differ from before the rollout")
+    return found
+
+
+def _without_directives(doc: dict[str, Any]) -> dict[tuple[Any, ...], int]:
+    return {key[:-1]: n for key, n in task_multiset(doc).items()}
