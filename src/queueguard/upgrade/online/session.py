@@ -116,8 +116,9 @@ class Session:
         return self.sql[file][statement]
 
     def lost(self, exc: BaseException) -> ConnectionFailed:
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
         return ConnectionFailed(
-            f"lost the server ({redact(self.dsn)}: {str(exc).strip().splitlines()[0:1]}); "
+            f"lost the server ({redact(self.dsn)}: {first}); "
             "committed batches are valid: rerun `queueguard upgrade --online` to resume"
         )
 
