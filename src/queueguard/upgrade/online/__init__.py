@@ -8,23 +8,18 @@ statements belong to the revision: `migrations/sql/<rev>/online/*.sql`.
 from __future__ import annotations
 
 import time
-from typing import Any
 
 from queueguard import revisions
-from queueguard.errors import RolloutRefused, UsageError
+from queueguard.errors import UsageError
 from queueguard.revisions import MigrationSet
 from queueguard.stores import schema
 from queueguard.upgrade import manifest, topology
 from queueguard.upgrade.online import phases as _phases
 from queueguard.upgrade.online.batches import Paused
 from queueguard.upgrade.online.report import OnlineReport, Progress, Tell
-from queueguard.upgrade.online.session import Knobs, Session, statements
+from queueguard.upgrade.online.session import Knobs, PhaseMoved, Session, statements
 
 __all__ = ["PHASES", "Knobs", "OnlineReport", "Progress", "run"]
-
-
-def _revision(cursor: Any) -> str | None:
-    return schema.read_state(cursor).revision
 
 
 PHASES = ("expand", "migrate", "contract", "abort")
@@ -63,25 +58,28 @@ def run(
         session.read(lambda cursor: topology.refuse_standby(cursor, "upgrade --online"))
         before = session.read(lambda cursor: schema.read_state(cursor).revision)
         report = OnlineReport(target=target, before=before, after=before)
+
+        def carry_out(due: str) -> None:
+            if due == "expand":
+                _phases.expand(session, migrations, report, say)
+            elif due == "migrate":
+                _phases.migrate(session, report, say)
+            elif due == "contract":
+                _phases.contract(session, migrations, report, say, force=force, pooled=pooled)
+            else:
+                _phases.abort(session, report, say, force=force)
+
         try:
             for due in [phase] if phase else ["expand", "migrate", "contract"]:
-                if due == "expand":
-                    _phases.expand(session, migrations, report, say)
-                elif due == "migrate":
-                    _phases.migrate(session, report, say)
-                elif due == "contract":
-                    _phases.contract(session, migrations, report, say, force=force, pooled=pooled)
-                else:
-                    _phases.abort(session, report, say, force=force)
+                try:
+                    carry_out(due)
+                except PhaseMoved as moved:
+                    # Another migrator moved the rollout on while this one waited for the
+                    # lease: the phase looks again (done: nothing left; else its refusal).
+                    say(f"{due}: the rollout moved on meanwhile ({moved}); looking again")
+                    carry_out(due)
         except Paused:
             report.paused = True
-        except RolloutRefused:
-            # Another migrator finished the rollout while this one waited for its lease: as
-            # the offline runner reports a revision another runner applied, this is no error.
-            finished = _phases.current_phase(session) is None and phase != "abort"
-            if not finished or session.read(_revision) != target:
-                raise
-            report.warnings.append("another migrator finished the rollout meanwhile")
         now = _phases.current_phase(session)
         report.after = session.read(lambda cursor: schema.read_state(cursor).revision)
         if now is not None:

@@ -83,6 +83,11 @@ class _LeaseBusy(Exception):
     pass
 
 
+class PhaseMoved(RolloutRefused):
+    """The rollout left the phases a step runs in (or ended): another migrator moved it on
+    while this one waited for the lease. `run` asks the phase once more where it stands."""
+
+
 class Session:
     """A migrator: one connection, a holder id, and the transaction discipline above."""
 
@@ -116,8 +121,9 @@ class Session:
         return self.sql[file][statement]
 
     def lost(self, exc: BaseException) -> ConnectionFailed:
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
         return ConnectionFailed(
-            f"lost the server ({redact(self.dsn)}: {str(exc).strip().splitlines()[0:1]}); "
+            f"lost the server ({redact(self.dsn)}: {first}); "
             "committed batches are valid: rerun `queueguard upgrade --online` to resume"
         )
 
@@ -207,19 +213,18 @@ class Session:
 
     def _lease(self, cursor: Cursor, phases: tuple[str, ...], what: str) -> None:
         params = {"target": self.target, "holder": self.holder, "lease_s": self.knobs.lease_s}
+        gone = f"{what}: no online rollout to {self.target} in progress"
         try:
             cursor.execute(self.q("rollout.take_lease"), params)
-        except psycopg.errors.UndefinedTable:  # another migrator finished or aborted it
-            raise RolloutRefused(
-                f"{what}: no online rollout to {self.target} in progress"
-            ) from None
+        except psycopg.errors.UndefinedTable:  # contract or abort dropped the record meanwhile
+            raise PhaseMoved(gone) from None
         row = cursor.fetchone()
         if row is None:
             if not self._rollout_exists(cursor):
-                raise RolloutRefused(f"{what}: no online rollout to {self.target} in progress")
+                raise PhaseMoved(gone)
             raise _LeaseBusy
         if row[0] not in phases:
-            raise RolloutRefused(
+            raise PhaseMoved(
                 f"{what}: the rollout to {self.target} is in phase {row[0]}, not "
                 + " or ".join(phases)
             )
