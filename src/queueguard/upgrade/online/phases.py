@@ -102,16 +102,23 @@ def expand(session: Session, migrations: MigrationSet, report: OnlineReport, tel
         return
     expanding = ("expand",)
 
-    def owner(cursor: Cursor) -> None:
-        cursor.execute(session.q("expand.owner_column"))
-        cursor.execute(session.q("expand.owner_constraint_exists"))
-        if not cursor.fetchone()[0]:  # type: ignore[index]
-            cursor.execute(session.q("expand.owner_constraint"))
-
-    session.transaction(owner, phases=expanding, what="expand: owner column")
+    session.transaction(
+        lambda cursor: cursor.execute(session.q("expand.owner")),
+        phases=expanding,
+        what="expand: owner column",
+    )
     tell("expand: task_queues.protocol4_range and check queue_owned_by_protocol_4 in place")
     valid = session.read(lambda c: c.execute(session.q("expand.marker_index_state")).fetchone())
     if valid is not None and not valid[0]:  # a build that failed half-way: build it again
+        building = session.read(
+            lambda c: c.execute(session.q("expand.marker_index_building")).fetchall()
+        )
+        if building:  # not failed: still running, for a migrator whose lease expired
+            pids = ", ".join(str(r[0]) for r in building)
+            raise RolloutRefused(
+                f"expand: another migrator is still building the marker index (pid {pids}); "
+                "rerun when it has finished"
+            )
         session.transaction(lambda _c: None, phases=expanding, what="expand: lease")
         session.autocommit(session.q("rollout.drop_marker_index"))
         valid = None

@@ -99,6 +99,7 @@ def probe(dsn: str, migrations: MigrationSet, export: Export) -> list[str]:
     held: QueueState | None = None
     report = OnlineReport(target, None, None)
     try:
+        _failed_build(dsn)
         phases.expand(session, migrations, report, _quiet)
         problems += _expanded(dsn, session, before_doc)
         host = PostgresStore(dsn, host_id="verify-probe", pool_size=1, create_schema=False)
@@ -116,6 +117,25 @@ def probe(dsn: str, migrations: MigrationSet, export: Export) -> list[str]:
     finally:
         session.close()
     return problems + _aborted(dsn, held, before_catalog, before_doc, export)
+
+
+def _failed_build(dsn: str) -> None:
+    """Leave what a CREATE INDEX CONCURRENTLY that failed half-way leaves: an invalid index of
+    the marker's name (here a wrong one). expand must replace it: `_expanded` then finds the
+    rows through the right one. Marking an index invalid takes a superuser; other roles skip
+    this part."""
+    with connection(dsn) as conn:
+        superuser = conn.execute(
+            "SELECT rolsuper FROM pg_roles WHERE rolname = current_user"
+        ).fetchone()
+        if not superuser or not superuser[0]:
+            return
+        conn.execute("CREATE INDEX queueguard_rollout_pending_directive ON tasks (task_id)")
+        conn.execute(
+            "UPDATE pg_index SET indisvalid = false "
+            "WHERE indexrelid = 'queueguard_rollout_pending_directive'::regclass"
+        )
+        conn.commit()
 
 
 def _expanded(dsn: str, session: Session, before: dict[str, Any]) -> list[str]:
