@@ -146,7 +146,14 @@ def fast_verify(
         frozen = golden.head_catalog(fixtures_root)
         for fixture in fixtures:
             result = verify.verify_fixture(
-                fixture, scratch, fresh_catalog, None, migrations, frozen, online_only=online_only
+                fixture,
+                scratch,
+                fresh_catalog,
+                None,
+                migrations,
+                frozen,
+                online_only=online_only,
+                fail_fast=True,
             )
             results.append(result)
             if not result.ok:

@@ -13,9 +13,10 @@ touched.
 from __future__ import annotations
 
 import difflib
+import itertools
 import json
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -126,9 +127,11 @@ def verify_fixture(
     frozen_catalog: dict[str, Any] | None = None,
     *,
     online_only: bool = False,
+    fail_fast: bool = False,
 ) -> FixtureResult:
     """Every check of one fixture. `online_only`: only the online path's (what a change to
-    the online SQL alone can affect; `queueguard mutate` uses it for such mutants)."""
+    the online SQL alone can affect); `fail_fast`: stop at the first failing check (one
+    witness is enough). `queueguard mutate` uses both."""
     started = time.monotonic()
     result = FixtureResult(fixture.name, fixture.revision)
     checks = result.checks
@@ -163,13 +166,27 @@ def verify_fixture(
         )
     )
     actual = _export(db)
-    if not online_only:  # the offline path's checks read no online file
-        checks += _offline_checks(
+    offline = (
+        []  # the offline path's checks read no online file
+        if online_only
+        else _offline_checks(
             fixture, scratch, template_name, db, actual, fresh_catalog, frozen_catalog, migrations
         )
-    checks.append(_online(fixture, scratch, template_name, db, actual, fresh_catalog, migrations))
+    )
+    online_check = lazy(
+        _online, fixture, scratch, template_name, db, actual, fresh_catalog, migrations, fail_fast
+    )
+    for check in itertools.chain(offline, online_check):
+        checks.append(check)
+        if fail_fast and not check.ok:
+            break
     result.elapsed_ms = int((time.monotonic() - started) * 1000)
     return result
+
+
+def lazy(check: Callable[..., Check], *args: Any) -> Iterator[Check]:
+    """One check, run only when asked for (so a caller that stops early skips it)."""
+    yield check(*args)
 
 
 def _offline_checks(
@@ -181,40 +198,35 @@ def _offline_checks(
     fresh_catalog: Any,
     frozen_catalog: dict[str, Any] | None,
     migrations: MigrationSet,
-) -> list[Check]:
-    """golden, catalog, frozen, invariants, idempotent, stepwise, fence: `db` is the fixture
-    upgraded offline, `actual` its export."""
-    checks: list[Check] = []
+) -> Iterator[Check]:
+    """golden, catalog, frozen, invariants, idempotent, stepwise, fence, one at a time (a
+    caller may stop at the first that fails): `db` is the fixture upgraded offline, `actual`
+    its export."""
     same = snapshot.normalise(actual) == snapshot.normalise(fixture.expected_head)
-    checks.append(Check("golden", same, "" if same else state_diff(fixture.expected_head, actual)))
+    yield Check("golden", same, "" if same else state_diff(fixture.expected_head, actual))
 
     upgraded_catalog = _catalog(db)
     differences = catalog.diff(fresh_catalog, upgraded_catalog)
-    checks.append(Check("catalog", not differences, "\n".join(differences[:30])))
-    checks.append(_frozen(frozen_catalog, upgraded_catalog))
-    checks.append(_invariants(db, migrations))
+    yield Check("catalog", not differences, "\n".join(differences[:30]))
+    yield _frozen(frozen_catalog, upgraded_catalog)
+    yield _invariants(db, migrations)
 
     before = _checksums(db)
     again = upgrade(db, progress=False, migrations=migrations)
     after = _checksums(db)
     changed = [t for t in before if before[t] != after.get(t)]
-    checks.append(
-        Check(
-            "idempotent",
-            not again.applied and not changed,
-            f"changed tables: {changed}" if changed else "no-op",
-        )
+    yield Check(
+        "idempotent",
+        not again.applied and not changed,
+        f"changed tables: {changed}" if changed else "no-op",
     )
 
     stepwise = scratch.create(template_name)
     for revision in migrations.pending(fixture.revision, migrations.head.id):
         upgrade(stepwise, to=revision.id, progress=False, migrations=migrations)
     same_steps = snapshot.normalise(_export(stepwise)) == snapshot.normalise(actual)
-    checks.append(
-        Check("stepwise", same_steps, "" if same_steps else state_diff(actual, _export(stepwise)))
-    )
-    checks.append(_fence(fixture, scratch.create(template_name), migrations))
-    return checks
+    yield Check("stepwise", same_steps, "" if same_steps else state_diff(actual, _export(stepwise)))
+    yield _fence(fixture, scratch.create(template_name), migrations)
 
 
 def _invariants(db: str, migrations: MigrationSet) -> Check:
@@ -253,6 +265,7 @@ def _online(
     offline: dict[str, Any],
     fresh_catalog: Any,
     migrations: MigrationSet,
+    fail_fast: bool = False,
 ) -> Check:
     """The online path (expand, migrate in batches of two rows, contract) reaches the offline
     end state (beside the documented range difference: exactly one more fence on each legacy
@@ -284,7 +297,8 @@ def _online(
     invariants = _invariants(db, migrations)
     if not invariants.ok:
         problems.append(invariants.detail)
-    problems += [f"probe: {p}" for p in probe(probed, migrations, _export)]
+    if not (fail_fast and problems):
+        problems += [f"probe: {p}" for p in probe(probed, migrations, _export)]
     detail = (
         "\n".join(problems[:30])
         if problems
