@@ -392,6 +392,7 @@ def cmd_mutate(args: argparse.Namespace) -> int:
         operators=args.operator,
         only=args.mutant,
         equivalents_path=Path(args.equivalents) if args.equivalents else None,
+        scope=args.scope,
     )
     if args.list:
         if args.json:

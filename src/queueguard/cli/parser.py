@@ -189,6 +189,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--operator", action="append", help="only this operator (repeatable)")
     p.add_argument("--mutant", action="append", metavar="ID", help="only this mutant (repeatable)")
     p.add_argument(
+        "--scope",
+        choices=["all", "steps", "online"],
+        default="all",
+        help="mutate the step files, the online path (sql/<rev>/online/) or both (default)",
+    )
+    p.add_argument(
         "--command",
         help="also run this shell command per mutant (QUEUEGUARD_MIGRATIONS=<the mutated copy>); "
         "a non-zero exit kills the mutant",

@@ -57,6 +57,10 @@ class Plan:
         return "\n".join(lines)
 
 
+#: which of a revision's files are mutated
+SCOPES = ("all", "steps", "online")
+
+
 def resolve_revision(migrations: MigrationSet, revision: str | None) -> str:
     if revision in (None, "head"):
         return migrations.head.id
@@ -71,14 +75,23 @@ def plan(
     operators: Sequence[str] | None = None,
     only: Sequence[str] | None = None,
     equivalents_path: Path | None = None,
+    scope: str = "all",
 ) -> Plan:
-    """The mutants of `revision` (default: head), matched with the equivalence file."""
+    """The mutants of `revision` (default: head), matched with the equivalence file.
+    `scope`: `steps` (the revision's step files), `online` (its online path) or `all`."""
+    if scope not in SCOPES:
+        raise UsageError(f"--scope takes one of {', '.join(SCOPES)}, got {scope!r}")
     chosen = select(list(operators) if operators else None)
     target = resolve_revision(migrations, revision)
     path = equivalents_path or equivalents.default_path(migrations.root)
     entries = equivalents.load(path)
     generated = tuple(generate(migrations, target))
-    selected = tuple(m for m in generated if m.operator in {op.name for op in chosen})
+    selected = tuple(
+        m
+        for m in generated
+        if m.operator in {op.name for op in chosen}
+        and scope in ("all", "online" if "/online/" in m.file else "steps")
+    )
     if only:
         known = {m.id for m in generated}
         unknown = sorted(set(only) - known)
