@@ -25,6 +25,10 @@ class QueueState:
     range_id: int
     ack_level: int
     last_task_id: int
+    #: loaded while an online rollout's protocol window was open: the migrator may append
+    #: (relocated rows) to the queue while this owner holds it, so the owner is not its only
+    #: writer (a stored state, from `queue_state`, always says False)
+    shared: bool = False
 
 
 @dataclass(frozen=True)

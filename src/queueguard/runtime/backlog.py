@@ -108,8 +108,12 @@ class BacklogManager:
         self._fence: StaleRangeError | None = None  # why the last owner period ended
         # Highest id this owner knows is stored: last_task_id at load, then its own appends
         # (the owner is the queue's only writer; a stale one cannot append). A claim reads
-        # only when it lies above readLevel, so an idle poll costs no round trip.
+        # only when it lies above readLevel, so an idle poll costs no round trip. Not so for
+        # a queue loaded during an online rollout's window (`QueueState.shared`): the migrator
+        # appends relocated rows behind this owner's back, so a claim with nothing ready
+        # always reads (until the next load).
         self._known_last = 0
+        self._shared = False
         self.spooler = Spooler(self._append, spool_batch, spool_linger) if spool_batch > 1 else None
 
     # lifecycle -----------------------------------------------------------------------
@@ -124,6 +128,7 @@ class BacklogManager:
             self._last_checkpoint = self._clock()
             self._fence = None
             self._known_last = state.last_task_id
+            self._shared = state.shared
             self._clear()
             self.loaded = True
         return state
@@ -227,7 +232,8 @@ class BacklogManager:
             has_read = False
             while len(claimed) < limit:
                 if not self._ready:
-                    if has_read or self._tracker.read_level >= self._known_last:
+                    caught_up = self._tracker.read_level >= self._known_last
+                    if has_read or (caught_up and not self._shared):
                         break
                     if not self.read():
                         break

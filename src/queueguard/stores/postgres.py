@@ -200,7 +200,8 @@ class PostgresStore:
             load = "load_queue_window" if low < PROTOCOL else "load_queue"
             row = conn.execute(Q[load], _params(queue)).fetchone()
         assert row is not None
-        return QueueState(*row)
+        range_id, ack_level, last_task_id = row
+        return QueueState(range_id, ack_level, last_task_id, shared=low < PROTOCOL)
 
     def _stale(self, conn: Conn, queue: PhysicalQueue, range_id: int) -> StaleRangeError:
         row = conn.execute(Q["current_range"], {"key": queue.key}).fetchone()
