@@ -41,7 +41,7 @@ def default_queues(families: int) -> list[PhysicalQueue]:
 @dataclass(frozen=True)
 class FleetConfig:
     hosts: int = 4
-    period_s: float = 0.1  # each consumer polls each of its queues once per period
+    period_s: float = 0.25  # each queue is polled once per period
     produce_per_s: float = 100.0  # tasks added per second by the whole fleet
     pool_size: int = 12  # connections per host, shared by its consumer threads
 
@@ -105,12 +105,15 @@ class Fleet:
         for host in self.hosts:
             self._spawn(self._run_host, host, retry)
 
-    def wait_ready(self, timeout_s: float) -> bool:
+    def wait_ready(self, timeout_s: float, dispatches: int = 3) -> bool:
+        """Every host started and every queue dispatched `dispatches` times (its first page
+        read and decoded: a burst the baseline must not count)."""
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
-            if all(h.ready_at is not None for h in self.hosts):
+            started = all(h.ready_at is not None for h in self.hosts)
+            if started and all(len(t) >= dispatches for t in self.log.times):
                 return True
-            time.sleep(0.01)
+            time.sleep(0.05)
         return False
 
     def drain(self, timeout_s: float) -> bool:
@@ -165,9 +168,14 @@ class Fleet:
         if host.store is None:
             return
         # The runtime benchmark's batched checkpoints (every 1,000 acks or 50 ms): a
-        # checkpoint per ack would measure commit latency, not the upgrade.
+        # checkpoint per ack would measure commit latency, not the upgrade. Pages of 100 rows:
+        # decoding a page holds the GIL, and 1,000-row pages on 100 queues stall every poller.
         host.matching = Matching(
-            host.store, f"bench{host.index}", checkpoint_every=1000, checkpoint_interval=0.05
+            host.store,
+            f"bench{host.index}",
+            checkpoint_every=1000,
+            checkpoint_interval=0.05,
+            read_batch=100,
         )
         host.ready_at = time.monotonic()
         self._spawn(self._produce, host)

@@ -62,7 +62,7 @@ class Settings:
     rows: int = 1_000_000
     queues: int = 100
     hosts: int = 4
-    period_s: float = 0.1  # each queue is polled once per period
+    period_s: float = 0.25  # each queue is polled once per period
     produce_per_s: float = 100.0  # tasks the whole fleet adds per second
     baseline_s: float = 10.0  # fleet running, no upgrade work: the gaps it has anyway
     tail_s: float = 3.0  # fleet watched after each upgrade ends
@@ -189,9 +189,8 @@ def _online(dsn: str, settings: Settings, results: Results) -> None:
     fleet = Fleet(dsn, queues, config, runs=settings.fleet_runs)
     fleet.start()
     try:
-        if not fleet.wait_ready(120):
-            raise RuntimeError("the v0.4 fleet did not start after expand")
-        time.sleep(1.0)  # first loads and reads
+        if not fleet.wait_ready(300):
+            raise RuntimeError("the v0.4 fleet did not start (or dispatch) after expand")
         log(f"online: fleet of {len(fleet.hosts)} hosts running; baseline {settings.baseline_s}s")
         b0, lsn = time.monotonic(), wal_lsn(dsn)
         time.sleep(settings.baseline_s)
