@@ -308,8 +308,8 @@ def run(
     return results
 
 
-def write_docs(results: Results) -> None:
-    replace_section(DOCS, render(results))
+def write_docs(results: Results, compare: Results | None = None) -> None:
+    replace_section(DOCS, render(results, compare))
     log(f"wrote the 'Online upgrade' section of {DOCS}")
 
 
@@ -323,9 +323,14 @@ def main() -> int:
     parser.add_argument("--admin-dsn", help="server to use (default: the embedded one)")
     parser.add_argument("--docs", action=argparse.BooleanOptionalAction, default=True)
     parser.add_argument("--from-json", type=Path, help="render the docs from a saved run")
+    parser.add_argument("--compare-json", type=Path, help="with --from-json: a second run")
     args = parser.parse_args()
-    if args.from_json:  # the figures of an earlier run (its stdout), rendered again
-        write_docs(Results.from_json(json.loads(args.from_json.read_text(encoding="utf-8"))))
+    if args.from_json:  # the figures of earlier runs (their stdout), rendered again
+
+        def saved(path: Path) -> Results:
+            return Results.from_json(json.loads(path.read_text(encoding="utf-8")))
+
+        write_docs(saved(args.from_json), saved(args.compare_json) if args.compare_json else None)
         return 0
     results = run(
         args.rows,
