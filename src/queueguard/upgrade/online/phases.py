@@ -2,7 +2,8 @@
 
 expand   the guard (the offline guard's audit checks), then additive state in short
          transactions: the rollout record, protocol4_range and its check constraint, the
-         marker index; finally the protocol window [3, 4]. Version table: still 003.
+         marker index; stale counters repaired; finally the protocol window [3, 4]. Version
+         table: still 003.
 migrate  counters, @auto relocation, directives: batches (batches.py). Never waits for a host.
 contract refuses while protocol-3 hosts are connected (unless forced); closes the window to
          [4, 4] and fences every queue not held by a protocol-4 host in one transaction
@@ -126,6 +127,10 @@ def expand(session: Session, migrations: MigrationSet, report: OnlineReport, tel
         session.transaction(lambda _c: None, phases=expanding, what="expand: lease")
         tell("expand: building the marker index (CONCURRENTLY: writers go on)")
         session.autocommit(session.q("expand.marker_index"))
+
+    # Stale legacy counters (last_task_id below the highest stored id) make the next append
+    # collide, for v0.3 and v0.4 hosts alike: repair them before v0.4 hosts may start.
+    batches.repair_counters(session, "expand", expanding, report, tell)
 
     def open_window(cursor: Cursor) -> None:
         cursor.execute(session.q("rollout.lock_protocol"))
