@@ -52,7 +52,7 @@ def _own_wal(run: CommandRun) -> str:
 def _phase_row(label: str, run: CommandRun, rows: str) -> str:
     report = run.report
     return (
-        f"| {label} | {run.wall_s:.2f} s | {report.get('batches', '—')} "
+        f"| {label} | {run.wall_s:.2f} s | {int(report.get('batches', 0)):,} "
         f"| {report.get('lock_waits', 0)} | {rows} | {_own_wal(run)} "
         f"| {_mib(run.wal_bytes)} | {run.peak_rss_mb:.1f} MiB |"
     )
@@ -165,7 +165,8 @@ def render(results: Results, compare: Results | None = None) -> str:
             f"| {off.report.get('lock_waits', 0)} | all | {_own_wal(off)} "
             f"| {_mib(off.wal_bytes)} | {off.peak_rss_mb:.1f} MiB |"
         )
-    lines += _handover(results) + _counts(results) + _notes(results) + _findings(results)
+    lines += _handover(results) + _counts(results) + _notes(results)
+    lines += _findings(results, compare)
     return "\n".join(lines) + "\n"
 
 
@@ -233,8 +234,8 @@ def _counts(results: Results) -> list[str]:
     ]
 
 
-def _findings(results: Results) -> list[str]:
-    """What the figures say beyond the tables, from this run's numbers."""
+def _findings(results: Results, compare: Results | None) -> list[str]:
+    """What the figures say beyond the tables, from the runs' numbers."""
     found: list[str] = []
     migrate, offline = results.phases["migrate"], results.offline
     online_max = results.gaps["online"].max_s
@@ -249,6 +250,16 @@ def _findings(results: Results) -> list[str]:
             "in the polling thread when due. A batch's duration, hence the wait, grows with "
             "`--batch-size` and with the load of the machine."
         )
+        if compare is not None:
+            other = compare.gaps["online"]
+            found[-1] += (
+                f" The second run, at `--batch-size {compare.settings.batch_size}`, had "
+                f"p99 {_s(other.p99_s)} and max {_s(other.max_s)} (its baseline max "
+                f"{_s(compare.gaps['baseline'].max_s)}); migrate took "
+                f"{compare.phases['migrate'].wall_s:.0f} s in "
+                f"{compare.phases['migrate'].report.get('batches', 0):,} batches. The two runs "
+                "met different loads, so this is an indication, not a controlled comparison."
+            )
     if offline is not None and migrate.own_wal_bytes and offline.own_wal_bytes:
         ratio = migrate.own_wal_bytes / offline.own_wal_bytes
         found.append(
