@@ -190,9 +190,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--mutant", action="append", metavar="ID", help="only this mutant (repeatable)")
     p.add_argument(
         "--scope",
-        choices=["all", "steps", "online"],
-        default="all",
-        help="mutate the step files, the online path (sql/<rev>/online/) or both (default)",
+        choices=["steps", "online", "all"],
+        default="steps",
+        help="mutate the step files (default), the online path (sql/<rev>/online/) or both",
     )
     p.add_argument(
         "--command",

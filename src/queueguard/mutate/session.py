@@ -75,7 +75,7 @@ def plan(
     operators: Sequence[str] | None = None,
     only: Sequence[str] | None = None,
     equivalents_path: Path | None = None,
-    scope: str = "all",
+    scope: str = "steps",
 ) -> Plan:
     """The mutants of `revision` (default: head), matched with the equivalence file.
     `scope`: `steps` (the revision's step files), `online` (its online path) or `all`."""
