@@ -212,10 +212,11 @@ def test_the_load_check_runs_in_the_loads_own_transaction(
     seen: list[int] = []
     original = postgres.check_protocol
 
-    def spy(conn: Any, protocol: int = PROTOCOL) -> None:
-        original(conn, protocol)
+    def spy(conn: Any, protocol: int = PROTOCOL) -> tuple[int, int]:
+        window = original(conn, protocol)
         row = conn.execute("SELECT txid_current() % 4294967296").fetchone()
         seen.append(int(row[0]))
+        return window
 
     store = PostgresStore(head_db, host_id="h")
     try:
