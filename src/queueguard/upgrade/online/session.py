@@ -16,7 +16,8 @@ import secrets
 import socket
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
@@ -130,14 +131,10 @@ class Session:
     def read(self, work: Callable[[Cursor], T]) -> T:
         """A read in a transaction of its own, rolled back (no lease, no writes)."""
         try:
-            with self.conn.cursor() as cursor:
+            with self._loss_reported(), self.conn.cursor() as cursor:
                 cursor.execute(f"SET LOCAL lock_timeout = {self.knobs.lock_timeout_ms}")
                 cursor.execute(f"SET LOCAL statement_timeout = {self.knobs.statement_timeout_ms}")
                 return work(cursor)
-        except psycopg.OperationalError as exc:
-            if connection_lost(exc):
-                raise self.lost(exc) from None
-            raise
         finally:
             if not self.conn.broken:
                 self.conn.rollback()
@@ -202,14 +199,21 @@ class Session:
         """One statement outside a transaction block (CREATE/DROP INDEX CONCURRENTLY)."""
         self.conn.autocommit = True
         try:
-            self.conn.execute(statement)
+            with self._loss_reported():
+                self.conn.execute(statement)
+        finally:
+            if not self.conn.broken:
+                self.conn.autocommit = False
+
+    @contextmanager
+    def _loss_reported(self) -> Iterator[None]:
+        """A lost server becomes ConnectionFailed (one line); other errors pass through."""
+        try:
+            yield
         except psycopg.OperationalError as exc:
             if connection_lost(exc):
                 raise self.lost(exc) from None
             raise
-        finally:
-            if not self.conn.broken:
-                self.conn.autocommit = False
 
     def _lease(self, cursor: Cursor, phases: tuple[str, ...], what: str) -> None:
         params = {"target": self.target, "holder": self.holder, "lease_s": self.knobs.lease_s}
