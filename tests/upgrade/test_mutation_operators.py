@@ -13,7 +13,7 @@ from queueguard.cli import main
 from queueguard.mutate.generate import generate, mutants_of
 from queueguard.mutate.model import Mutant, normalise
 from queueguard.mutate.operators import OPERATORS, Change, Operator, select
-from queueguard.mutate.sites import from_texts
+from queueguard.mutate.sites import from_texts, is_online
 
 STEP = "sql/009/01_step.sql"
 
@@ -363,7 +363,8 @@ def test_004_yields_at_least_60_distinct_mutants(capsys: pytest.CaptureFixture[s
     assert doc["schemaVersion"] == 1 and doc["revision"] == "004"
     assert len(set(ids)) == len(ids) == len(texts) >= 60
     assert set(doc["operators"]) == {op.name for op in OPERATORS} - {"widen-lock"}
-    assert ids == [m.id for m in generate(revisions.packaged(), "004")]
+    steps = [m.id for m in generate(revisions.packaged(), "004") if not is_online(m.file)]
+    assert ids == steps  # --scope steps by default
     assert main(["mutate", "004", "--list"]) == 0
     text = capsys.readouterr().out
     assert f"{len(ids)} mutants of 004" in text
@@ -379,3 +380,16 @@ def test_the_repository_equivalence_file_matches_004() -> None:
     assert entries and matched.stale == ()
     assert len(matched.equivalent) == len(entries)
     assert all(e.reason for e in entries)
+
+
+def test_add_lock_is_judged_per_part_and_only_for_tables_read() -> None:
+    """The step files and the online path each get their own add-lock, after their own last
+    LOCK, for tables read in a FROM or JOIN only (not FOR UPDATE OF aliases, constraints,
+    indexes or PostgreSQL's catalogs)."""
+    added = {
+        (m.file, m.description)
+        for m in generate(revisions.packaged(), "004")
+        if m.operator == "add-lock"
+    }
+    assert {file for file, _ in added} == {"sql/004/00_locks.sql", "sql/004/online/rollout.sql"}
+    assert all("LOCK TABLE executions IN ACCESS EXCLUSIVE MODE after" in d for _, d in added)

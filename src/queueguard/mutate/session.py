@@ -13,6 +13,7 @@ from queueguard.mutate import equivalents, report, runner
 from queueguard.mutate.generate import generate
 from queueguard.mutate.model import Mutant
 from queueguard.mutate.operators import OPERATORS, select
+from queueguard.mutate.sites import is_online
 from queueguard.mutate.worker import Outcome
 from queueguard.revisions import MigrationSet
 
@@ -90,7 +91,7 @@ def plan(
         m
         for m in generated
         if m.operator in {op.name for op in chosen}
-        and scope in ("all", "online" if "/online/" in m.file else "steps")
+        and scope in ("all", "online" if is_online(m.file) else "steps")
     )
     if only:
         known = {m.id for m in generated}

@@ -210,9 +210,14 @@ class RevisionSites:
                     found.add(ast_table_name(target))
         return frozenset(found)
 
+    def part(self, online: bool) -> RevisionSites:
+        """The step files, or the online path: each runs, and is judged, on its own."""
+        files = tuple((path, file) for path, file in self.files if is_online(path) == online)
+        return RevisionSites(self.revision, self.root, files)
+
     @cached_property
     def read_only(self) -> tuple[str, ...]:
-        """Tables the revision reads and never writes (sorted)."""
+        """Tables the revision reads and never writes (sorted; PostgreSQL's catalogs aside)."""
         read: set[str] = set()
         for s in self.sites:
             if s.body is None:
@@ -221,13 +226,19 @@ class RevisionSites:
             read.update(
                 ast_table_name(t)
                 for t in s.body.find_all(exp.Table)
-                if t.name and t.name not in ctes
+                # read = named in a FROM or JOIN (not FOR UPDATE OF, a constraint, an index)
+                if t.name and t.name not in ctes and t.find_ancestor(exp.From, exp.Join)
             )
-        return tuple(sorted(read - self.written))
+        return tuple(sorted(t for t in read - self.written if not t.startswith("pg_")))
 
     @cached_property
     def locks(self) -> tuple[Site, ...]:
         return tuple(s for s in self.sites if s.lock is not None)
+
+
+def is_online(path: str) -> bool:
+    """A file of the revision's online path (`sql/<rev>/online/`), not one of its steps."""
+    return "/online/" in path
 
 
 def revision_sites(migrations: MigrationSet, revision: str) -> RevisionSites:

@@ -27,6 +27,7 @@ from queueguard.mutate.gates import (
     verify_gate,
 )
 from queueguard.mutate.shared import Shared
+from queueguard.mutate.sites import is_online
 from queueguard.mutate.workspace import materialise
 from queueguard.pg.scratch import ScratchDatabases
 
@@ -62,7 +63,7 @@ class Job:
     @property
     def online_only(self) -> bool:
         """Only files of a revision's online path change (`sql/<rev>/online/`)."""
-        return bool(self.files) and all("/online/" in path for path in self.files)
+        return bool(self.files) and all(is_online(path) for path in self.files)
 
 
 @dataclass(frozen=True)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from queueguard.mutate.operators.base import Change, Operator
-from queueguard.mutate.sites import RevisionSites, Site
+from queueguard.mutate.sites import RevisionSites, Site, is_online
 from queueguard.revisions import LOCK_MODES
 
 #: PostgreSQL's table lock modes, weakest first (the lock budgets' vocabulary).
@@ -30,12 +30,14 @@ def widen_lock(site: Site, _: RevisionSites) -> Iterable[Change]:
 
 
 def add_lock(site: Site, revision: RevisionSites) -> Iterable[Change]:
-    """After the revision's last LOCK (before its first statement when it has none): an
-    ACCESS EXCLUSIVE lock on each table it only reads, and on History's table."""
-    anchor = revision.locks[-1] if revision.locks else revision.sites[0]
-    if site is not anchor:
+    """After the last LOCK of the site's part (before its first statement when it has none): an
+    ACCESS EXCLUSIVE lock on each table the revision only reads, and on History's table. The
+    parts are the step files and the online path: each is judged on its own (`--scope`)."""
+    part = revision.part(is_online(site.path))
+    anchor = part.locks[-1] if part.locks else part.sites[0]
+    if (site.path, site.index) != (anchor.path, anchor.index):
         return
-    tables = set(revision.read_only) | ({HISTORY} - revision.written)
+    tables = set(part.read_only) | ({HISTORY} - part.written)
     for table in sorted(tables):
         added = f"LOCK TABLE {table} IN {STRONGEST} MODE"
         if site.lock is not None:

@@ -7,6 +7,7 @@ statements belong to the revision: `migrations/sql/<rev>/online/*.sql`.
 
 from __future__ import annotations
 
+import threading
 import time
 
 from queueguard import revisions
@@ -34,15 +35,13 @@ def run(
     pooled: bool = False,
     tell: Tell | None = None,
     migrations: MigrationSet | None = None,
-    stop: object | None = None,
+    stop: threading.Event | None = None,
 ) -> OnlineReport:
     """Carry out `phase` (or every due phase: expand, migrate, contract) against `dsn`.
 
-    `stop` is a threading.Event: set (e.g. on SIGINT), the run stops after the batch in
+    `stop`: once set (e.g. on SIGINT), the run stops after the batch in
     flight commits and reports itself paused.
     """
-    import threading
-
     if phase is not None and phase not in PHASES:
         raise UsageError(f"--phase takes one of {', '.join(PHASES)}, got {phase!r}")
     knobs = (knobs or Knobs()).validate()
@@ -52,8 +51,7 @@ def run(
     manifest.require_intact(migrations.root)
     say = tell or (lambda _message: None)
     started = time.monotonic()
-    event = stop if isinstance(stop, threading.Event) else threading.Event()
-    session = Session(dsn, target=target, sql=sql, knobs=knobs, stop=event)
+    session = Session(dsn, target=target, sql=sql, knobs=knobs, stop=stop)
     try:
         session.read(lambda cursor: topology.refuse_standby(cursor, "upgrade --online"))
         before = session.read(lambda cursor: schema.read_state(cursor).revision)
