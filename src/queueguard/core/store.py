@@ -25,8 +25,9 @@ class QueueState:
     range_id: int
     ack_level: int
     last_task_id: int
-    #: set by a load during an online rollout's protocol window: the owner is not the queue's
-    #: only writer (the migrator appends relocated rows), so it must not trust its counter
+    #: set by a load while an online rollout is in progress (its window, or contract still
+    #: moving older hosts' rows): the owner is not the queue's only writer (the migrator
+    #: appends relocated rows), so it must not trust its counter
     shared: bool = field(default=False, compare=False)
 
 

@@ -109,7 +109,7 @@ class BacklogManager:
         # Highest id this owner knows is stored: last_task_id at load, then its own appends
         # (the owner is the queue's only writer; a stale one cannot append). A claim reads
         # only when it lies above readLevel, so an idle poll costs no round trip. None: not
-        # the only writer (loaded during an online rollout's window, where the migrator
+        # the only writer (loaded while an online rollout is in progress, where the migrator
         # appends relocated rows): every claim reads.
         self._known_last: int | None = 0
         self.spooler = Spooler(self._append, spool_batch, spool_linger) if spool_batch > 1 else None

@@ -201,8 +201,8 @@ class PostgresStore:
             row = conn.execute(Q["load_queue_window" if window else "load_queue"], _params(queue))
             found = row.fetchone()
         assert found is not None
-        range_id, ack_level, last_task_id = found
-        return QueueState(range_id, ack_level, last_task_id, shared=window)
+        range_id, ack_level, last_task_id, shared = found
+        return QueueState(range_id, ack_level, last_task_id, shared=shared)
 
     def _stale(self, conn: Conn, queue: PhysicalQueue, range_id: int) -> StaleRangeError:
         row = conn.execute(Q["current_range"], {"key": queue.key}).fetchone()

@@ -3,13 +3,16 @@
 
 -- name: load_queue
 -- Take ownership: a new queue starts at range 1, an existing one increments its range.
+-- `rollout`: an online rollout's record still exists (contract closed the window but may still
+-- move rows written by older hosts into this queue): the owner must not trust its own counter.
+-- Contract drops the record only after its last move, so `false` means nothing else appends.
 INSERT INTO task_queues AS q
     (physical_queue, namespace, task_queue, task_type, partition, version,
      range_id, ack_level, last_task_id)
 VALUES (%(key)s, %(namespace)s, %(task_queue)s, %(task_type)s, %(partition)s, %(version)s,
         1, 0, 0)
 ON CONFLICT (physical_queue) DO UPDATE SET range_id = q.range_id + 1
-RETURNING range_id, ack_level, last_task_id;
+RETURNING range_id, ack_level, last_task_id, to_regclass('queueguard_rollout') IS NOT NULL;
 
 -- name: load_queue_window
 -- The same during an online rollout's protocol window ([3, 4], see docs/upgrade.md): the load
@@ -23,7 +26,7 @@ VALUES (%(key)s, %(namespace)s, %(task_queue)s, %(task_type)s, %(partition)s, %(
         1, 0, 0, 1)
 ON CONFLICT (physical_queue) DO UPDATE
     SET range_id = q.range_id + 1, protocol4_range = q.range_id + 1
-RETURNING range_id, ack_level, last_task_id;
+RETURNING range_id, ack_level, last_task_id, true;
 
 -- name: allocate_ids
 -- Allocates n consecutive ids; matches no row when the range is stale.
