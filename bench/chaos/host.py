@@ -53,6 +53,7 @@ class HostConfig:
     poll_batch: int = 1  # > 1: consumers use Matching.poll_batch
     pool_size: int = 4
     prepare: bool = True  # False through a transaction pooler (no server-side prepares)
+    create_schema: bool = True  # False: the database must already be at head
     backoff: tuple[float, float] = (0.02, 0.5)  # first and largest pause after an error
     matching: dict[str, Any] = field(default_factory=dict)  # Matching keyword options
 
@@ -121,7 +122,11 @@ def serve(cfg: HostConfig) -> None:
     drain_flag = folder / "drain"
     log(e="boot", host=cfg.host, inc=cfg.incarnation)
     store = PostgresStore(
-        cfg.dsn, host_id=cfg.app_host_id, pool_size=cfg.pool_size, prepare=cfg.prepare
+        cfg.dsn,
+        host_id=cfg.app_host_id,
+        pool_size=cfg.pool_size,
+        prepare=cfg.prepare,
+        create_schema=cfg.create_schema,
     )
     history = LedgerHistory(store.history, log)
 

@@ -1,0 +1,529 @@
+"""Chaos scenario 12: the leader fails over during an upgrade (Patroni, PgBouncer in front).
+
+A two-node Patroni cluster (`bench/topology/patroni.py`: etcd on loopback, Debian's
+PostgreSQL 15, PgBouncer in transaction pooling repointed by an `on_role_change` callback).
+A 003 database of `--rows` task rows (`bench/chaos/v3_database.py`) is built once on the
+cluster; an uninterrupted upgrade of a clone gives the golden 004 state and the span of 004.
+Then, `--failovers` times:
+
+1. two v0.4 host processes (`bench/chaos/host.py`: producers and consumers, every confirmed
+   append logged) run through PgBouncer on a database of their own;
+2. `queueguard upgrade` migrates a fresh clone of the 003 database, through PgBouncer or
+   straight to the leader (alternately);
+3. the leader's node dies (its Patroni agent and its postmaster with every child, SIGKILL)
+   at a moment drawn uniformly from 004's span;
+4. checks: the interrupted upgrade exits 2 with one line on stderr (no traceback) saying it
+   lost the server during revision 004 — or 0 when it finished first; Patroni promotes the
+   replica and PgBouncer follows; the new primary is wholly at 003 (every table as before)
+   or wholly at 004 (the golden state); `queueguard upgrade` rerun against the new primary
+   (the same DSN through PgBouncer, the new leader's otherwise) reaches the golden state and
+   the head invariants; the hosts keep producing after the failover; once drained, every
+   append a producer saw acknowledged was started (synchronous mode), or the acknowledged
+   appends the failover lost are counted (asynchronous mode: reported, not judged);
+5. the dead node rejoins as a replica (pg_rewind, or a new clone) for the next round.
+
+The first half of the rounds runs with Patroni's `synchronous_mode`, the rest without.
+
+    python -m bench.failover                 # 10 failovers, 100k rows, writes the docs
+    python -m bench.failover --failovers 2 --rows 20000 --no-docs
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import random
+import shutil
+import subprocess
+import tempfile
+import threading
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from bench.chaos.audit import install_audit
+from bench.chaos.databases import create_database, query
+from bench.chaos.fingerprints import upgrade_state
+from bench.chaos.host import HostConfig
+from bench.chaos.host_process import HostProcess, reap
+from bench.chaos.ledger import Outcome, drain_and_judge
+from bench.chaos.report import record, say, seconds
+from bench.chaos.v3_database import seed_v3
+from bench.chaos.workload import queues_for, rng
+from bench.chaos_upgrade_kill import first_step_at
+from bench.commands import QUEUEGUARD
+from bench.topology.patroni import Failover, PatroniCluster, available
+from queueguard import revisions
+from queueguard.pg.connect import connection
+from queueguard.upgrade import audit
+from queueguard.upgrade.runner import upgrade
+
+CI_TEST = "`tests/topology/test_failover.py` (2 failovers: synchronous, asynchronous)"
+INPUT = "qg_failover_003"
+#: 004's steps as the upgrade reports them, in order; the CI test kills after one of the
+#: first four (plus a fraction of a second), well before the commit
+STEPS = ("004 00_locks", "004 guard", "004 01_plan", "004 02_directives", "004 03_relocate")
+LOST_LINE = "lost the server"
+
+PAYLOADS = (
+    "SELECT count(*), md5(string_agg(d, '|' ORDER BY d)) "
+    "FROM (SELECT (data #- '{task,versionDirective}')::text AS d FROM tasks) s"
+)
+INVARIANTS = {
+    "tasks without data.task.versionDirective": (
+        "SELECT count(*) FROM tasks WHERE NOT (data -> 'task' ? 'versionDirective')"
+    ),
+    "task rows left in @auto queues": (
+        "SELECT count(*) FROM tasks WHERE physical_queue LIKE '%@auto'"
+    ),
+    "queues whose counter is below their highest task id": (
+        "SELECT count(*) FROM task_queues q WHERE q.last_task_id < (SELECT "
+        "coalesce(max(t.task_id), 0) FROM tasks t WHERE t.physical_queue = q.physical_queue)"
+    ),
+}
+
+
+@dataclass
+class Input:
+    """The 003 database every round upgrades a clone of, and what the upgrade must give."""
+
+    template: str  # database name on the cluster
+    rows: int
+    before: dict[str, Any]  # upgrade_state of the 003 input
+    golden: dict[str, Any]  # upgrade_state of an uninterrupted upgrade of a clone
+    payloads: list[Any]  # the multiset of task payloads (beside the directive 004 adds)
+    first_step_s: float  # the uninterrupted run: 004's first step reported after …
+    full_s: float  # … and the process exited after
+
+
+@dataclass(frozen=True)
+class KillPoint:
+    """Kill the leader `delay` seconds after the upgrade reported the first line starting
+    with `after` (a step of 004)."""
+
+    after: str
+    delay: float
+
+    def __str__(self) -> str:
+        return f"{self.delay:.2f} s after '{self.after}'"
+
+
+@dataclass
+class Round:
+    number: int
+    synchronous: bool
+    via: str  # "pgbouncer" or "leader"
+    kill: KillPoint
+    phase: str = ""  # the last step the upgrade reported before the kill
+    upgrade_rc: int | None = None
+    error: str = ""  # the interrupted upgrade's error line
+    state: str = ""  # the new primary's revision after the failover
+    failover: Failover | None = None
+    rerun_rc: int | None = None
+    rerun_s: float = 0.0
+    rejoin_s: float = 0.0
+    outcome: Outcome | None = None
+    produced_after: int = 0  # acknowledged appends after PgBouncer was repointed
+    violations: list[str] = field(default_factory=list)
+
+    @property
+    def mode(self) -> str:
+        return "synchronous" if self.synchronous else "asynchronous"
+
+    def as_json(self) -> dict[str, Any]:
+        o = self.outcome
+        return {
+            "round": self.number,
+            "mode": self.mode,
+            "via": self.via,
+            "kill": str(self.kill),
+            "phase": self.phase,
+            "upgrade_rc": self.upgrade_rc,
+            "state": self.state,
+            "promoted_s": round(self.failover.promoted_s, 2) if self.failover else None,
+            "repointed_s": round(self.failover.repointed_s, 2) if self.failover else None,
+            "rerun_rc": self.rerun_rc,
+            "rejoin_s": round(self.rejoin_s, 1),
+            "produced": o.produced if o else None,
+            "produced_after_failover": self.produced_after,
+            "lost": o.lost if o else None,
+            "violations": self.violations[:10],
+        }
+
+
+# -- the input ---------------------------------------------------------------------------------
+def payloads(dsn: str) -> list[Any]:
+    return list(query(dsn, PAYLOADS)[0])
+
+
+def head_problems(dsn: str, expected_payloads: list[Any]) -> list[str]:
+    """What is wrong with `dsn` as a database at head: the invariants above, the protocol,
+    the payloads carried over, and the blocking findings of the head revision's audit."""
+    problems = [f"{what}: {n}" for what, sql in INVARIANTS.items() if (n := query(dsn, sql)[0][0])]
+    protocol = query(dsn, "SELECT min_protocol, max_protocol FROM runtime_protocol")
+    if protocol != [(4, 4)]:
+        problems.append(f"runtime_protocol is {protocol}, not [(4, 4)]")
+    if payloads(dsn) != expected_payloads:
+        problems.append("the task payloads are not those of the input (count, digest)")
+    head = revisions.packaged().head
+    with connection(dsn) as conn, conn.cursor() as cursor:
+        audit.set_local(cursor, target=head.id, protocol=head.protocol)
+        for check in audit.for_revision(head.id):
+            problems += [str(f) for f in audit.run(cursor, check) if f.blocking]
+        conn.rollback()
+    return problems
+
+
+def clone(cluster: PatroniCluster, template: str, name: str) -> str:
+    query(cluster.leader_dsn(), f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    query(cluster.leader_dsn(), f'CREATE DATABASE "{name}" TEMPLATE "{template}"')
+    return name
+
+
+def prepare_input(cluster: PatroniCluster, rows: int) -> Input:
+    """The 003 input on the cluster's leader, and the golden state of its upgrade."""
+    dsn = create_database(cluster.leader_dsn(), INPUT)
+    upgrade(dsn, to="003", progress=False)
+    seed_v3(dsn, rows)
+    before, carried = upgrade_state(dsn), payloads(dsn)
+    reference = cluster.leader_dsn(clone(cluster, INPUT, "qg_failover_reference"))
+    first, full = first_step_at(reference)
+    golden = upgrade_state(reference)
+    problems = head_problems(reference, carried)
+    assert not problems, problems
+    query(cluster.leader_dsn(), 'DROP DATABASE "qg_failover_reference"')
+    return Input(INPUT, before["tasks"][0], before, golden, carried, first, full)
+
+
+# -- the runtime traffic -----------------------------------------------------------------------
+class Traffic:
+    """Host processes producing and consuming through PgBouncer on a database of their own
+    (`PostgresStore(prepare=False, create_schema=False)`, the schema made beforehand)."""
+
+    def __init__(self, cluster: PatroniCluster, dbname: str, hosts: int = 2, queues: int = 2):
+        self.cluster, self.dbname = cluster, dbname
+        self.names = [f"h{i}" for i in range(hosts)]
+        self.queues = queues_for(self.names, queues, family="failover")
+        self.folder = Path(tempfile.mkdtemp(prefix="qg-failover-"))
+        self.procs: list[HostProcess] = []
+        self.t0 = 0.0
+
+    def start(self) -> Traffic:
+        query(self.cluster.leader_dsn(), f'DROP DATABASE IF EXISTS "{self.dbname}" WITH (FORCE)')
+        dsn = create_database(self.cluster.leader_dsn(), self.dbname)
+        upgrade(dsn, progress=False)
+        install_audit(dsn)
+        for name in self.names:
+            cfg = HostConfig(
+                dsn=self.cluster.pgbouncer_dsn(self.dbname),
+                prepare=False,
+                create_schema=False,
+                host=name,
+                hosts=self.names,
+                queues=[q.key for q in self.queues],
+                folder=str(self.folder),
+                backoff=(0.05, 1.0),
+            )
+            self.procs.append(HostProcess(cfg))
+        for p in self.procs:
+            p.start()
+        for p in self.procs:
+            p.wait_ready()
+        self.t0 = time.time()
+        return self
+
+    def alive(self) -> list[str]:
+        return [
+            f"host {p.cfg.host} died: {p.stderr()}"
+            for p in self.procs
+            if p.proc is not None and p.proc.poll() is not None
+        ]
+
+    def produced_since(self, at: float) -> int:
+        """Appends the producers saw acknowledged after `at` (epoch seconds)."""
+        count = 0
+        for path in self.folder.glob("*.log"):
+            for line in path.read_text().splitlines():
+                with contextlib.suppress(ValueError):
+                    event = json.loads(line)
+                    if event.get("e") == "produced" and event.get("t", 0) >= at:
+                        count += 1
+        return count
+
+    def finish(self, timeout: float = 120) -> Outcome:
+        """Drain through the hosts, stop them and judge on the (new) leader."""
+        window = (self.t0, time.time())
+        dsn = self.cluster.leader_dsn(self.dbname)
+        outcome, _ = drain_and_judge(self.procs, dsn, self.folder, window, timeout)
+        return outcome
+
+    def close(self) -> None:
+        reap(self.procs)
+        shutil.rmtree(self.folder, ignore_errors=True)
+
+
+# -- one round ---------------------------------------------------------------------------------
+def upgrade_and_kill(
+    cluster: PatroniCluster, dsn: str, point: KillPoint
+) -> tuple[int, list[str], str]:
+    """Run `queueguard upgrade --dsn dsn`, kill the leader's node at `point`; (exit code,
+    stderr lines, the last 004 step reported before the kill)."""
+    proc = subprocess.Popen(
+        [QUEUEGUARD, "upgrade", "--dsn", dsn],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    lines: list[str] = []
+    seen = threading.Event()
+
+    def follow() -> None:
+        assert proc.stderr is not None
+        for line in proc.stderr:
+            lines.append(line.rstrip("\n"))
+            if line.strip().startswith(point.after):
+                seen.set()
+
+    reader = threading.Thread(target=follow, daemon=True)
+    reader.start()
+    while not seen.wait(0.05):
+        if proc.poll() is not None and not reader.is_alive():
+            break  # it finished (or failed) before the step: kill anyway, judge below
+    time.sleep(point.delay)
+    steps = [s.strip().split(":")[0] for s in lines if s.strip().startswith("004 ")]
+    phase = "after exit" if proc.poll() is not None else (steps[-1] if steps else "before 004")
+    cluster.kill_leader_node()
+    try:
+        rc = proc.wait(120)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        rc = proc.wait()
+        lines.append("(the interrupted upgrade hung for 120 s after the kill: killed)")
+    reader.join(10)
+    return rc, lines, phase
+
+
+def judge_upgrade(r: Round, rc: int, lines: list[str], state: dict[str, Any], inp: Input) -> str:
+    """The interrupted run's exit and output, and the new primary's state: '003' or '004'."""
+    errors = [line for line in lines if line.startswith("queueguard: error:")]
+    r.error = errors[0] if errors else ""
+    text = "\n".join(lines)
+    if "Traceback" in text:
+        r.violations.append(f"the interrupted upgrade printed a traceback:\n{text[-2000:]}")
+    if rc == 2:
+        if len(errors) != 1 or LOST_LINE not in errors[0]:
+            r.violations.append(f"exit 2 without one '{LOST_LINE}' error line:\n{text[-1500:]}")
+    elif rc != 0:
+        r.violations.append(f"the interrupted upgrade exited {rc}:\n{text[-1500:]}")
+    if state == inp.before:
+        found = "003"
+    elif state == inp.golden:
+        found = "004"
+    else:
+        found = "mixed"
+        r.violations.append("the new primary is neither wholly at 003 nor at the golden 004")
+    if rc == 0 and found != "004" and r.synchronous:
+        r.violations.append("the upgrade reported success, the new primary is not at 004")
+    return found
+
+
+def run_round(
+    cluster: PatroniCluster,
+    inp: Input,
+    number: int,
+    *,
+    synchronous: bool,
+    via: str,
+    point: KillPoint,
+    after_s: float = 3.0,
+    log: Any = say,
+) -> Round:
+    """One failover during an upgrade, with runtime traffic through PgBouncer (see the module
+    docstring). The dead node has rejoined when it returns."""
+    r = Round(number, synchronous, via, point)
+    cluster.ensure_healthy()
+    if cluster.synchronous != synchronous:
+        cluster.set_synchronous(synchronous)
+    target = clone(cluster, inp.template, f"qg_failover_{number}")
+    traffic = Traffic(cluster, f"qg_failover_runtime_{number}")
+    try:
+        traffic.start()
+        cluster.wait_replayed()
+        dsn = cluster.pgbouncer_dsn(target) if via == "pgbouncer" else cluster.leader_dsn(target)
+        time.sleep(1.0)  # the hosts at work before the upgrade starts
+        rc, lines, r.phase = upgrade_and_kill(cluster, dsn, point)
+        r.upgrade_rc = rc
+        r.failover = failover = cluster.wait_for_new_leader(120)
+        r.state = judge_upgrade(r, rc, lines, upgrade_state(cluster.leader_dsn(target)), inp)
+        log(
+            f"  round {number} ({r.mode}, upgrade via {via}): killed {failover.old} "
+            f"{point} ({r.phase}); upgrade exit {rc}; {failover.new} promoted in "
+            f"{failover.promoted_s:.1f} s, PgBouncer repointed in {failover.repointed_s:.1f} s; "
+            f"new primary at {r.state}"
+        )
+        rerun = cluster.pgbouncer_dsn(target) if via == "pgbouncer" else cluster.leader_dsn(target)
+        started = time.monotonic()
+        done = subprocess.run(
+            [QUEUEGUARD, "upgrade", "--dsn", rerun], capture_output=True, text=True, timeout=600
+        )
+        r.rerun_rc, r.rerun_s = done.returncode, time.monotonic() - started
+        if done.returncode != 0:
+            r.violations.append(f"the rerun exited {done.returncode}: {done.stderr[-1500:]}")
+        elif upgrade_state(cluster.leader_dsn(target)) != inp.golden:
+            r.violations.append("the rerun did not reach the golden 004 state")
+        r.violations += head_problems(cluster.leader_dsn(target), inp.payloads)
+        repointed_at = (cluster.node(failover.old).killed_at or 0) + failover.repointed_s
+        time.sleep(max(0.0, repointed_at + after_s - time.time()))
+        r.violations += traffic.alive()
+        r.produced_after = traffic.produced_since(repointed_at)
+        if r.produced_after == 0:
+            r.violations.append("the hosts acknowledged no append after the failover")
+        r.outcome = outcome = traffic.finish()
+        problems = outcome.violations
+        if not synchronous:  # losses are measured, not judged; other faults still count
+            problems = [v for v in problems if not _loss_of_async_failover(v)]
+        r.violations += problems
+        log(
+            f"    runtime: {outcome.produced:,} acknowledged, {outcome.lost} lost, "
+            f"{r.produced_after:,} after the failover; rerun {r.rerun_s:.1f} s"
+        )
+    finally:
+        traffic.close()
+    started = time.monotonic()
+    cluster.ensure_healthy()
+    r.rejoin_s = time.monotonic() - started
+    with contextlib.suppress(Exception):
+        for name in (target, traffic.dbname):
+            query(cluster.leader_dsn(), f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+    return r
+
+
+def _loss_of_async_failover(violation: str) -> bool:
+    """The ledger's findings that an asynchronous failover explains: acknowledged commits
+    that never reached the replica (lost tasks; starts lost, so started again)."""
+    return violation.startswith(("lost: ", "started twice: "))
+
+
+# -- the scenario ------------------------------------------------------------------------------
+@dataclass
+class Result:
+    rows: int
+    input: Input
+    rounds: list[Round]
+    elapsed_s: float
+
+    def violations(self) -> list[str]:
+        return [f"round {r.number}: {v}" for r in self.rounds for v in r.violations]
+
+
+def run(
+    *, failovers: int = 10, rows: int = 100_000, seed: int | None = None, log: Any = say
+) -> Result:
+    rnd = rng(seed)
+    started = time.monotonic()
+    with PatroniCluster(synchronous=True) as cluster:
+        log(f"  cluster up in {time.monotonic() - started:.1f} s; building the 003 input")
+        inp = prepare_input(cluster, rows)
+        span = inp.full_s - inp.first_step_s
+        log(
+            f"  {inp.rows:,} rows; an uninterrupted upgrade takes {inp.full_s:.1f} s, "
+            f"004 reported its first step at {inp.first_step_s:.1f} s"
+        )
+        rounds = []
+        for i in range(failovers):
+            synchronous = i < (failovers + 1) // 2
+            via = ("pgbouncer", "leader")[i % 2]
+            point = KillPoint("004 ", rnd.uniform(0, span))
+            rounds.append(
+                run_round(
+                    cluster, inp, i + 1, synchronous=synchronous, via=via, point=point, log=log
+                )
+            )
+    return Result(inp.rows, inp, rounds, time.monotonic() - started)
+
+
+def check(result: Result) -> None:
+    assert not result.violations(), "\n".join(result.violations()[:20])
+
+
+def ci_point(rnd: random.Random) -> KillPoint:
+    """A kill point inside 004's transaction: after one of its first four steps."""
+    return KillPoint(rnd.choice(STEPS[:4]), rnd.uniform(0, 0.3))
+
+
+def report(result: Result, args: argparse.Namespace) -> None:
+    rounds = result.rounds
+    fo = [r.failover for r in rounds if r.failover is not None]
+    outcomes = [r.outcome for r in rounds if r.outcome is not None]
+    states = Counter(r.state for r in rounds)
+    rcs = Counter(r.upgrade_rc for r in rounds)
+    by_mode: dict[str, tuple[int, int, int]] = {}
+    for mode in ("synchronous", "asynchronous"):
+        these = [r.outcome for r in rounds if r.mode == mode and r.outcome is not None]
+        if these:
+            by_mode[mode] = (len(these), sum(o.produced for o in these), sum(o.lost for o in these))
+    sync = by_mode.get("synchronous", (0, 0, 0))
+    asyn = by_mode.get("asynchronous", (0, 0, 0))
+    row = {
+        "Scenario": "Leader failover during an upgrade (Patroni)",
+        "Scale": f"2-node Patroni 3.0 cluster (etcd, PostgreSQL 15, ttl 10 s), PgBouncer 1.18 "
+        f"repointed by on_role_change; 003→004 on {result.rows:,} rows; 2 host processes "
+        f"through PgBouncer; {result.elapsed_s / 60:.0f} min",
+        "Faults injected": f"{len(rounds)} kills of the leader's node (Patroni agent + "
+        f"postmaster, SIGKILL) mid-004 ({sync[0]} synchronous_mode, {asyn[0]} asynchronous); "
+        f"new primary wholly at 003 {states['003']}x, at 004 {states['004']}x",
+        "Tasks produced": f"{sync[1] + asyn[1]:,} acknowledged",
+        "Lost": f"{sync[2]} (synchronous); {asyn[2]} of {asyn[1]:,} (asynchronous)",
+        "Duplicated-and-rejected": f"{sum(o.duplicated_rejected for o in outcomes):,}",
+        "Worst stall": f"promotion {max(f.promoted_s for f in fo):.1f} s "
+        f"(median {sorted(f.promoted_s for f in fo)[len(fo) // 2]:.1f} s), PgBouncer "
+        f"repointed {max(f.repointed_s for f in fo):.1f} s after the kill",
+        "CI test (small scale)": CI_TEST,
+    }
+    details = [
+        f"Command: `python -m bench.failover --failovers {args.failovers} --rows {args.rows}`. "
+        f"Uninterrupted upgrade of the input: {result.input.full_s:.1f} s. Interrupted "
+        f"upgrades: {rcs[2]} exited 2 with one 'lost the server during revision 004' line, "
+        f"{rcs[0]} exited 0 (finished before the kill); every rerun reached the golden state.",
+        "",
+        "| # | mode | upgrade via | kill | 004 step reached | exit | new primary | promoted "
+        "| repointed | rerun | rejoin | acknowledged (after failover) | lost |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in rounds:
+        o, f = r.outcome, r.failover
+        details.append(
+            f"| {r.number} | {r.mode} | {r.via} | {r.kill.delay:.2f} s after 004 began "
+            f"| {r.phase} | {r.upgrade_rc} | {r.state} "
+            f"| {seconds(f.promoted_s) if f else '—'} | {seconds(f.repointed_s) if f else '—'} "
+            f"| {seconds(r.rerun_s)} | {seconds(r.rejoin_s)} "
+            f"| {o.produced if o else 0:,} ({r.produced_after:,}) | {o.lost if o else '—'} |"
+        )
+    record(12, row, details)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--failovers", type=int, default=10)
+    parser.add_argument("--rows", type=int, default=100_000)
+    parser.add_argument("--seed", type=int)
+    parser.add_argument("--no-docs", action="store_true")
+    args = parser.parse_args()
+    reason = available()
+    if reason is not None:
+        raise SystemExit(reason)
+    say(f"scenario 12: {args.failovers} leader failovers during an upgrade of {args.rows:,} rows")
+    result = run(failovers=args.failovers, rows=args.rows, seed=args.seed)
+    for r in result.rounds:
+        say(f"  {r.as_json()}")
+    check(result)
+    if not args.no_docs:
+        report(result, args)
+    say("every failover left the upgrade wholly at 003 or 004 and a rerun reached 004")
+
+
+if __name__ == "__main__":
+    main()
