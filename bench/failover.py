@@ -44,6 +44,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import psycopg
+
 from bench.chaos.audit import install_audit
 from bench.chaos.databases import create_database, query
 from bench.chaos.fingerprints import upgrade_state
@@ -118,6 +120,7 @@ class Round:
     via: str  # "pgbouncer" or "leader"
     kill: KillPoint
     phase: str = ""  # the last step the upgrade reported before the kill
+    lag_bytes: int = 0  # WAL the leader had written and the replica not received, at the kill
     upgrade_rc: int | None = None
     error: str = ""  # the interrupted upgrade's error line
     state: str = ""  # the new primary's revision after the failover
@@ -141,6 +144,7 @@ class Round:
             "via": self.via,
             "kill": str(self.kill),
             "phase": self.phase,
+            "lag_bytes": self.lag_bytes,
             "upgrade_rc": self.upgrade_rc,
             "state": self.state,
             "promoted_s": round(self.failover.promoted_s, 2) if self.failover else None,
@@ -266,11 +270,37 @@ class Traffic:
 
 
 # -- one round ---------------------------------------------------------------------------------
+class LagProbe:
+    """How far the replica's received WAL is behind the leader's, in bytes (connections
+    opened beforehand, so that a probe right before the kill takes a few milliseconds)."""
+
+    def __init__(self, cluster: PatroniCluster) -> None:
+        leader = cluster.leader()
+        assert leader is not None
+        self.leader = psycopg.connect(leader.dsn(), autocommit=True)
+        self.replica = psycopg.connect(cluster.replica().dsn(), autocommit=True)
+
+    def __call__(self) -> int:
+        lsn = self.leader.execute("SELECT pg_current_wal_lsn()").fetchone()
+        assert lsn is not None
+        row = self.replica.execute(
+            "SELECT pg_wal_lsn_diff(%s::pg_lsn, pg_last_wal_receive_lsn())", (lsn[0],)
+        ).fetchone()
+        return max(0, int(row[0])) if row and row[0] is not None else 0
+
+    def close(self) -> None:
+        for conn in (self.leader, self.replica):
+            with contextlib.suppress(psycopg.Error):
+                conn.close()
+
+
 def upgrade_and_kill(
-    cluster: PatroniCluster, dsn: str, point: KillPoint
-) -> tuple[int, list[str], str]:
+    cluster: PatroniCluster, dsn: str, point: KillPoint, r: Round
+) -> tuple[int, list[str]]:
     """Run `queueguard upgrade --dsn dsn`, kill the leader's node at `point`; (exit code,
-    stderr lines, the last 004 step reported before the kill)."""
+    stderr lines). Notes in `r` the last 004 step reported before the kill and the
+    replica's lag then."""
+    probe = LagProbe(cluster)
     proc = subprocess.Popen(
         [QUEUEGUARD, "upgrade", "--dsn", dsn],
         stdout=subprocess.DEVNULL,
@@ -289,13 +319,18 @@ def upgrade_and_kill(
 
     reader = threading.Thread(target=follow, daemon=True)
     reader.start()
-    while not seen.wait(0.05):
-        if proc.poll() is not None and not reader.is_alive():
-            break  # it finished (or failed) before the step: kill anyway, judge below
-    time.sleep(point.delay)
-    steps = [s.strip().split(":")[0] for s in lines if s.strip().startswith("004 ")]
-    phase = "after exit" if proc.poll() is not None else (steps[-1] if steps else "before 004")
-    cluster.kill_leader_node()
+    try:
+        while not seen.wait(0.05):
+            if proc.poll() is not None and not reader.is_alive():
+                break  # it finished (or failed) before the step: kill anyway, judge below
+        time.sleep(point.delay)
+        steps = [s.strip().split(":")[0] for s in lines if s.strip().startswith("004 ")]
+        done = proc.poll() is not None
+        r.phase = "after exit" if done else (steps[-1] if steps else "before 004")
+        r.lag_bytes = probe()
+        cluster.kill_leader_node()
+    finally:
+        probe.close()
     try:
         rc = proc.wait(120)
     except subprocess.TimeoutExpired:
@@ -303,7 +338,7 @@ def upgrade_and_kill(
         rc = proc.wait()
         lines.append("(the interrupted upgrade hung for 120 s after the kill: killed)")
     reader.join(10)
-    return rc, lines, phase
+    return rc, lines
 
 
 def judge_upgrade(r: Round, rc: int, lines: list[str], state: dict[str, Any], inp: Input) -> str:
@@ -354,13 +389,14 @@ def run_round(
         cluster.wait_replayed()
         dsn = cluster.pgbouncer_dsn(target) if via == "pgbouncer" else cluster.leader_dsn(target)
         time.sleep(1.0)  # the hosts at work before the upgrade starts
-        rc, lines, r.phase = upgrade_and_kill(cluster, dsn, point)
+        rc, lines = upgrade_and_kill(cluster, dsn, point, r)
         r.upgrade_rc = rc
         r.failover = failover = cluster.wait_for_new_leader(120)
         r.state = judge_upgrade(r, rc, lines, upgrade_state(cluster.leader_dsn(target)), inp)
         log(
             f"  round {number} ({r.mode}, upgrade via {via}): killed {failover.old} "
-            f"{point} ({r.phase}); upgrade exit {rc}; {failover.new} promoted in "
+            f"{point} ({r.phase}, replica {r.lag_bytes:,} bytes behind); upgrade exit {rc}; "
+            f"{failover.new} promoted in "
             f"{failover.promoted_s:.1f} s, PgBouncer repointed in {failover.repointed_s:.1f} s; "
             f"new primary at {r.state}"
         )
@@ -484,20 +520,35 @@ def report(result: Result, args: argparse.Namespace) -> None:
         "CI test (small scale)": CI_TEST,
     }
     details = [
+        "Each round: two v0.4 host processes produce and consume through PgBouncer on a "
+        "database of their own while `queueguard upgrade` migrates a fresh clone of the 003 "
+        "input (through PgBouncer and straight to the leader, alternately); the leader's node "
+        "dies (Patroni agent and postmaster with every child: SIGSTOP, then SIGKILL) at a "
+        "moment drawn uniformly from 004's span; its leader key expires after the ttl and "
+        "Patroni promotes the replica, whose `on_role_change` callback rewrites PgBouncer's "
+        "`[databases]` entry to its own port and sends `RELOAD` on the admin console (PgBouncer "
+        "then closes the old server connections as they are released; clients stay connected). "
+        "The new primary must be wholly at 003 or at the golden 004, `queueguard upgrade` "
+        "rerun against it must reach the golden state and the head invariants, the hosts "
+        "must produce again, and after a drain every acknowledged append must have been "
+        "started (judged in synchronous mode, counted in asynchronous mode). The dead node "
+        "then rejoins as a replica (pg_rewind). Harness: `bench/topology/patroni.py`.",
+        "",
         f"Command: `python -m bench.failover --failovers {args.failovers} --rows {args.rows}`. "
         f"Uninterrupted upgrade of the input: {result.input.full_s:.1f} s. Interrupted "
         f"upgrades: {rcs[2]} exited 2 with one 'lost the server during revision 004' line, "
         f"{rcs[0]} exited 0 (finished before the kill); every rerun reached the golden state.",
         "",
-        "| # | mode | upgrade via | kill | 004 step reached | exit | new primary | promoted "
-        "| repointed | rerun | rejoin | acknowledged (after failover) | lost |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "| # | mode | upgrade via | kill | 004 step reached | replica behind | exit "
+        "| new primary | promoted | repointed | rerun | rejoin | acknowledged (after failover) "
+        "| lost |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for r in rounds:
         o, f = r.outcome, r.failover
         details.append(
             f"| {r.number} | {r.mode} | {r.via} | {r.kill.delay:.2f} s after 004 began "
-            f"| {r.phase} | {r.upgrade_rc} | {r.state} "
+            f"| {r.phase} | {r.lag_bytes:,} B | {r.upgrade_rc} | {r.state} "
             f"| {seconds(f.promoted_s) if f else '—'} | {seconds(f.repointed_s) if f else '—'} "
             f"| {seconds(r.rerun_s)} | {seconds(r.rejoin_s)} "
             f"| {o.produced if o else 0:,} ({r.produced_after:,}) | {o.lost if o else '—'} |"
