@@ -22,9 +22,16 @@ Then, `--failovers` times:
    appends the failover lost are counted (asynchronous mode: reported, not judged);
 5. the dead node rejoins as a replica (pg_rewind, or a new clone) for the next round.
 
-The first half of the rounds runs with Patroni's `synchronous_mode`, the rest without.
+The first half of the rounds runs with Patroni's `synchronous_mode`, the rest without. Two
+more rounds (`COMMIT_POINT`: one per mode) kill the leader at 004's commit with the
+replica's WAL receiver stopped beforehand (`upgrade_at_commit`): in synchronous mode the
+commit (and the hosts' appends) wait for the replica, the runner must exit 2 and the new
+primary be at 003, and no acknowledged append may be lost; in asynchronous mode the runner
+exits 0 at 004 and the new primary is at 003 all the same, with the appends acknowledged
+since the replica stopped: lost, as asynchronous replication allows (counted). Either way
+the rerun must reach the golden state.
 
-    python -m bench.failover                 # 10 failovers, 100k rows, writes the docs
+    python -m bench.failover                 # 10 + 2 failovers, 100k rows, writes the docs
     python -m bench.failover --failovers 2 --rows 20000 --no-docs
 """
 
@@ -34,6 +41,7 @@ import argparse
 import contextlib
 import json
 import random
+import re
 import shutil
 import subprocess
 import tempfile
@@ -63,7 +71,10 @@ from queueguard.pg.connect import connection
 from queueguard.upgrade import audit
 from queueguard.upgrade.runner import upgrade
 
-CI_TEST = "`tests/topology/test_failover.py` (2 failovers: synchronous, asynchronous)"
+CI_TEST = (
+    "`tests/topology/test_failover.py` (2 failovers: synchronous, mid-004, through PgBouncer; "
+    "asynchronous, at the commit, replica stopped)"
+)
 INPUT = "qg_failover_003"
 #: 004's steps as the upgrade reports them, in order; the CI test kills after one of the
 #: first four (plus a fraction of a second), well before the commit
@@ -110,7 +121,25 @@ class KillPoint:
     delay: float
 
     def __str__(self) -> str:
+        if self.after == "commit":
+            return "at 004's commit (the replica's WAL receiver stopped)"
         return f"{self.delay:.2f} s after '{self.after}'"
+
+
+COMMIT_POINT = KillPoint("commit", 0.0)
+#: WAL written after the replica's receiver stopped and before the upgrade starts: more than
+#: the loopback socket buffers hold (a few MB, still delivered after the sender dies), so
+#: 004's commit record cannot reach the replica. Committed without waiting for a replica.
+FILLER = """
+SET synchronous_commit = local;
+CREATE TABLE qg_failover_filler (v text);
+INSERT INTO qg_failover_filler SELECT repeat(md5(i::text), 59) FROM generate_series(1, 25000) i;
+DROP TABLE qg_failover_filler;
+"""
+SYNC_REP_WAITERS = (
+    "SELECT count(*) FROM pg_stat_activity "
+    "WHERE wait_event = 'SyncRep' AND application_name = 'queueguard-upgrade'"
+)
 
 
 @dataclass
@@ -130,6 +159,7 @@ class Round:
     rejoin_s: float = 0.0
     outcome: Outcome | None = None
     produced_after: int = 0  # acknowledged appends after PgBouncer was repointed
+    lost_starts: int = 0  # asynchronous: tasks whose History start the failover lost
     violations: list[str] = field(default_factory=list)
 
     @property
@@ -154,6 +184,7 @@ class Round:
             "produced": o.produced if o else None,
             "produced_after_failover": self.produced_after,
             "lost": o.lost if o else None,
+            "lost_starts": self.lost_starts,
             "violations": self.violations[:10],
         }
 
@@ -389,10 +420,15 @@ def run_round(
         cluster.wait_replayed()
         dsn = cluster.pgbouncer_dsn(target) if via == "pgbouncer" else cluster.leader_dsn(target)
         time.sleep(1.0)  # the hosts at work before the upgrade starts
-        rc, lines = upgrade_and_kill(cluster, dsn, point, r)
+        if point == COMMIT_POINT:
+            rc, lines = upgrade_at_commit(cluster, dsn, r)
+        else:
+            rc, lines = upgrade_and_kill(cluster, dsn, point, r)
         r.upgrade_rc = rc
         r.failover = failover = cluster.wait_for_new_leader(120)
         r.state = judge_upgrade(r, rc, lines, upgrade_state(cluster.leader_dsn(target)), inp)
+        if point == COMMIT_POINT and synchronous and (rc, r.state) != (2, "003"):
+            r.violations.append(f"killed at the synchronous commit: exit {rc}, at {r.state}")
         log(
             f"  round {number} ({r.mode}, upgrade via {via}): killed {failover.old} "
             f"{point} ({r.phase}, replica {r.lag_bytes:,} bytes behind); upgrade exit {rc}; "
@@ -420,11 +456,12 @@ def run_round(
         r.outcome = outcome = traffic.finish()
         problems = outcome.violations
         if not synchronous:  # losses are measured, not judged; other faults still count
-            problems = [v for v in problems if not _loss_of_async_failover(v)]
+            problems = [v for v in problems if not _async_loss(r, v)]
         r.violations += problems
         log(
             f"    runtime: {outcome.produced:,} acknowledged, {outcome.lost} lost, "
-            f"{r.produced_after:,} after the failover; rerun {r.rerun_s:.1f} s"
+            f"{r.lost_starts} starts lost, {r.produced_after:,} after the failover; rerun "
+            f"{r.rerun_s:.1f} s"
         )
     finally:
         traffic.close()
@@ -437,10 +474,49 @@ def run_round(
     return r
 
 
-def _loss_of_async_failover(violation: str) -> bool:
-    """The ledger's findings that an asynchronous failover explains: acknowledged commits
-    that never reached the replica (lost tasks; starts lost, so started again)."""
-    return violation.startswith(("lost: ", "started twice: "))
+def upgrade_at_commit(cluster: PatroniCluster, dsn: str, r: Round) -> tuple[int, list[str]]:
+    """Run `queueguard upgrade --dsn dsn` with the replica's WAL receiver stopped and WAL
+    written beyond what the sockets buffer, and kill the leader's node at 004's commit:
+    while the commit waits for the replica (synchronous mode) or once the runner exited
+    (asynchronous mode: the commit was acknowledged). The replica resumes after the kill."""
+    probe = LagProbe(cluster)
+    frozen = cluster.freeze_replication()
+    try:
+        with connection(cluster.leader_dsn(), autocommit=True) as conn:
+            conn.execute(FILLER)
+        proc = subprocess.Popen(
+            [QUEUEGUARD, "upgrade", "--dsn", dsn],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        deadline = time.monotonic() + 240  # within wal_sender_timeout (patroni.py: 5 min)
+        while proc.poll() is None and time.monotonic() < deadline:
+            if r.synchronous and query(cluster.leader_dsn(), SYNC_REP_WAITERS) != [(0,)]:
+                break
+            time.sleep(0.05)
+        r.phase = "after exit" if proc.poll() is not None else "commit waiting for the replica"
+        r.lag_bytes = probe()
+        cluster.kill_leader_node()
+    finally:
+        probe.close()
+        cluster.thaw_replication(frozen)
+    _, err = proc.communicate(timeout=120)
+    return proc.returncode, err.splitlines()
+
+
+def _async_loss(r: Round, violation: str) -> bool:
+    """Whether the judge's finding is one an asynchronous failover explains: acknowledged
+    commits that never reached the replica. Appends lost (`lost: …`); History starts lost,
+    so the task was started again (`started twice: …`) or, when the host's checkpoint after
+    the failover moved its queue past it, never again (`… committed tasks never started`,
+    counted in `r.lost_starts`)."""
+    if violation.startswith(("lost: ", "started twice: ")):
+        return True
+    found = re.search(r": (\d+) committed tasks never started", violation)
+    if found:
+        r.lost_starts += int(found.group(1))
+    return found is not None
 
 
 # -- the scenario ------------------------------------------------------------------------------
@@ -456,8 +532,15 @@ class Result:
 
 
 def run(
-    *, failovers: int = 10, rows: int = 100_000, seed: int | None = None, log: Any = say
+    *,
+    failovers: int = 10,
+    rows: int = 100_000,
+    commit_point: bool = True,
+    seed: int | None = None,
+    log: Any = say,
 ) -> Result:
+    """`failovers` rounds at random moments of 004 (the first half in synchronous mode), then,
+    with `commit_point`, one round killed at 004's commit in each mode."""
     rnd = rng(seed)
     started = time.monotonic()
     with PatroniCluster(synchronous=True) as cluster:
@@ -478,6 +561,19 @@ def run(
                     cluster, inp, i + 1, synchronous=synchronous, via=via, point=point, log=log
                 )
             )
+        for synchronous in (True, False) if commit_point else ():
+            number = len(rounds) + 1
+            rounds.append(
+                run_round(
+                    cluster,
+                    inp,
+                    number,
+                    synchronous=synchronous,
+                    via="leader",
+                    point=COMMIT_POINT,
+                    log=log,
+                )
+            )
     return Result(inp.rows, inp, rounds, time.monotonic() - started)
 
 
@@ -492,31 +588,37 @@ def ci_point(rnd: random.Random) -> KillPoint:
 
 def report(result: Result, args: argparse.Namespace) -> None:
     rounds = result.rounds
-    fo = [r.failover for r in rounds if r.failover is not None]
+    random_rounds = [r for r in rounds if r.kill != COMMIT_POINT]
+    commit_rounds = [r for r in rounds if r.kill == COMMIT_POINT]
+    fo = sorted((r.failover for r in rounds if r.failover is not None), key=lambda f: f.promoted_s)
     outcomes = [r.outcome for r in rounds if r.outcome is not None]
     states = Counter(r.state for r in rounds)
-    rcs = Counter(r.upgrade_rc for r in rounds)
-    by_mode: dict[str, tuple[int, int, int]] = {}
-    for mode in ("synchronous", "asynchronous"):
-        these = [r.outcome for r in rounds if r.mode == mode and r.outcome is not None]
-        if these:
-            by_mode[mode] = (len(these), sum(o.produced for o in these), sum(o.lost for o in these))
-    sync = by_mode.get("synchronous", (0, 0, 0))
-    asyn = by_mode.get("asynchronous", (0, 0, 0))
+    modes = Counter(r.mode for r in rounds)
+    rcs = Counter(r.upgrade_rc for r in random_rounds)
+    lost_lines = sum("lost the server during revision 004" in r.error for r in random_rounds)
+    produced = {
+        m: sum(r.outcome.produced for r in rounds if r.outcome and r.mode == m) for m in modes
+    }
+    lost = {m: sum(r.outcome.lost for r in rounds if r.outcome and r.mode == m) for m in modes}
+    lost_starts = sum(r.lost_starts for r in rounds)
     row = {
         "Scenario": "Leader failover during an upgrade (Patroni)",
         "Scale": f"2-node Patroni 3.0 cluster (etcd, PostgreSQL 15, ttl 10 s), PgBouncer 1.18 "
         f"repointed by on_role_change; 003→004 on {result.rows:,} rows; 2 host processes "
         f"through PgBouncer; {result.elapsed_s / 60:.0f} min",
         "Faults injected": f"{len(rounds)} kills of the leader's node (Patroni agent + "
-        f"postmaster, SIGKILL) mid-004 ({sync[0]} synchronous_mode, {asyn[0]} asynchronous); "
-        f"new primary wholly at 003 {states['003']}x, at 004 {states['004']}x",
-        "Tasks produced": f"{sync[1] + asyn[1]:,} acknowledged",
-        "Lost": f"{sync[2]} (synchronous); {asyn[2]} of {asyn[1]:,} (asynchronous)",
+        f"postmaster, SIGKILL): {len(random_rounds)} at random moments of 004, "
+        f"{len(commit_rounds)} at its commit ({modes['synchronous']} in synchronous_mode, "
+        f"{modes['asynchronous']} asynchronous); new primary wholly at 003 {states['003']}x, "
+        f"at 004 {states['004']}x",
+        "Tasks produced": f"{sum(produced.values()):,} acknowledged",
+        "Lost": f"{lost.get('synchronous', 0)} (synchronous); {lost.get('asynchronous', 0):,} "
+        f"of {produced.get('asynchronous', 0):,} acknowledged appends and {lost_starts} History "
+        "starts (asynchronous: all when the replica lagged at the kill)",
         "Duplicated-and-rejected": f"{sum(o.duplicated_rejected for o in outcomes):,}",
-        "Worst stall": f"promotion {max(f.promoted_s for f in fo):.1f} s "
-        f"(median {sorted(f.promoted_s for f in fo)[len(fo) // 2]:.1f} s), PgBouncer "
-        f"repointed {max(f.repointed_s for f in fo):.1f} s after the kill",
+        "Worst stall": f"promotion {fo[-1].promoted_s:.1f} s (median "
+        f"{fo[len(fo) // 2].promoted_s:.1f} s), PgBouncer repointed "
+        f"{max(f.repointed_s for f in fo):.1f} s after the kill",
         "CI test (small scale)": CI_TEST,
     }
     details = [
@@ -534,10 +636,21 @@ def report(result: Result, args: argparse.Namespace) -> None:
         "started (judged in synchronous mode, counted in asynchronous mode). The dead node "
         "then rejoins as a replica (pg_rewind). Harness: `bench/topology/patroni.py`.",
         "",
+        "The last two rounds kill the leader at 004's commit with the replica's WAL receiver "
+        "stopped (SIGSTOP) beforehand and 48 MB of WAL written after it (more than the "
+        "loopback sockets buffer), so nothing from then on reaches the replica: in "
+        "synchronous mode the upgrade's commit and the hosts' appends wait for the replica "
+        "and the node dies while the upgrade waits; in asynchronous mode they are "
+        "acknowledged (the runner exits 0, at 004) and the node dies after. What the "
+        "asynchronous rounds lose is what was acknowledged and not yet on the replica: with "
+        "the replica a few bytes behind (loopback, the random rounds) nothing, with the "
+        "replica stopped everything since.",
+        "",
         f"Command: `python -m bench.failover --failovers {args.failovers} --rows {args.rows}`. "
-        f"Uninterrupted upgrade of the input: {result.input.full_s:.1f} s. Interrupted "
-        f"upgrades: {rcs[2]} exited 2 with one 'lost the server during revision 004' line, "
-        f"{rcs[0]} exited 0 (finished before the kill); every rerun reached the golden state.",
+        f"Uninterrupted upgrade of the input: {result.input.full_s:.1f} s. Upgrades killed at "
+        f"random moments: {rcs[2]} exited 2 ({lost_lines} with one 'lost the server during "
+        f"revision 004' line), {rcs[0]} exited 0 (finished before the kill); every rerun "
+        "reached the golden state and the head invariants.",
         "",
         "| # | mode | upgrade via | kill | 004 step reached | replica behind | exit "
         "| new primary | promoted | repointed | rerun | rejoin | acknowledged (after failover) "
@@ -546,12 +659,20 @@ def report(result: Result, args: argparse.Namespace) -> None:
     ]
     for r in rounds:
         o, f = r.outcome, r.failover
+        kill = (
+            "at 004's commit, replica stopped"
+            if r.kill == COMMIT_POINT
+            else f"{r.kill.delay:.2f} s after 004 began"
+        )
         details.append(
-            f"| {r.number} | {r.mode} | {r.via} | {r.kill.delay:.2f} s after 004 began "
-            f"| {r.phase} | {r.lag_bytes:,} B | {r.upgrade_rc} | {r.state} "
+            f"| {r.number} | {r.mode} | {r.via} | {kill} | {r.phase} | {r.lag_bytes:,} B "
+            f"| {r.upgrade_rc} | {r.state} "
             f"| {seconds(f.promoted_s) if f else '—'} | {seconds(f.repointed_s) if f else '—'} "
             f"| {seconds(r.rerun_s)} | {seconds(r.rejoin_s)} "
-            f"| {o.produced if o else 0:,} ({r.produced_after:,}) | {o.lost if o else '—'} |"
+            + (f"| {o.produced:,} ({r.produced_after:,}) " if o else "| — ")
+            + (f"| {o.lost:,} + {r.lost_starts} starts |" if o and r.lost_starts else "")
+            + (f"| {o.lost:,} |" if o and not r.lost_starts else "")
+            + ("" if o else "| — |")
         )
     record(12, row, details)
 
@@ -561,13 +682,21 @@ def main() -> None:
     parser.add_argument("--failovers", type=int, default=10)
     parser.add_argument("--rows", type=int, default=100_000)
     parser.add_argument("--seed", type=int)
+    parser.add_argument(
+        "--no-commit-point", action="store_true", help="skip the two rounds killed at the commit"
+    )
     parser.add_argument("--no-docs", action="store_true")
     args = parser.parse_args()
     reason = available()
     if reason is not None:
         raise SystemExit(reason)
     say(f"scenario 12: {args.failovers} leader failovers during an upgrade of {args.rows:,} rows")
-    result = run(failovers=args.failovers, rows=args.rows, seed=args.seed)
+    result = run(
+        failovers=args.failovers,
+        rows=args.rows,
+        commit_point=not args.no_commit_point,
+        seed=args.seed,
+    )
     for r in result.rounds:
         say(f"  {r.as_json()}")
     check(result)

@@ -313,6 +313,8 @@ class PatroniCluster:
                 "parameters": {
                     "unix_socket_directories": str(node.socket_dir),
                     "max_connections": 200,
+                    # a stopped WAL receiver (freeze_replication) keeps its place for 5 min
+                    "wal_sender_timeout": "5min",
                 },
                 "pg_hba": [
                     "local all all trust",
@@ -504,6 +506,22 @@ class PatroniCluster:
         self._start_agent(node)
         self.wait_replica(node, timeout)
         node.killed_at = None
+
+    def freeze_replication(self) -> int:
+        """Stop (SIGSTOP) the replica's WAL receiver: the leader's WAL no longer reaches it,
+        and in synchronous mode a commit waits for it. Returns its pid for `thaw_replication`
+        (thaw within `wal_sender_timeout`, 5 min here, or the leader drops the replica)."""
+        with psycopg.connect(self.replica().dsn(), autocommit=True) as conn:
+            row = conn.execute("SELECT pid FROM pg_stat_wal_receiver").fetchone()
+        if row is None or row[0] is None:
+            raise RuntimeError("the replica has no WAL receiver")
+        os.kill(int(row[0]), signal.SIGSTOP)
+        return int(row[0])
+
+    @staticmethod
+    def thaw_replication(pid: int) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGCONT)
 
     def set_synchronous(self, on: bool, timeout: float = 60) -> None:
         """Switch Patroni's `synchronous_mode` (its dynamic configuration in the DCS) and wait
