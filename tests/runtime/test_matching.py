@@ -170,6 +170,47 @@ def test_poll_drains_the_backlog_in_id_order(new_store: StoreFactory) -> None:
     assert store.task_ids(Q) == []
 
 
+def _lose_tasks_above(store: Store, queue: PhysicalQueue, keep: int) -> None:
+    """The database goes back in time: the rows above `keep` and the counter that covered
+    them are gone (a failover to a replica that had not received those commits)."""
+    if isinstance(store, MemoryStore):
+        with store.db.lock:
+            record = store.db.queues[queue.key]
+            record.last_task_id = keep
+            for task_id in [t for t in record.tasks if t > keep]:
+                del record.tasks[task_id]
+        return
+    assert isinstance(store, PostgresStore)
+    with store.transaction() as conn:
+        conn.execute(
+            "UPDATE task_queues SET last_task_id = %s WHERE physical_queue = %s", (keep, queue.key)
+        )
+        conn.execute(
+            "DELETE FROM tasks WHERE physical_queue = %s AND task_id > %s", (queue.key, keep)
+        )
+
+
+def test_appends_after_the_database_lost_some_are_delivered(new_store: StoreFactory) -> None:
+    """Found by the failover scenario (docs/reliability.md, scenario 12): after an
+    asynchronous failover lost the queue's last appends, the next appends reuse their ids.
+    An owner whose read level was past them must not skip them and checkpoint over them
+    (acknowledged appends never delivered): it drops its process state and reloads."""
+    store = new_store()
+    matching = Matching(store)
+    old = [_payload(store, e) for e in range(1, 4)]
+    assert matching.add_tasks(Q, old) == [1, 2, 3]
+    first = matching.poll(Q)  # reads the page 1..3: read level 3
+    assert first is not None and first.task_id == 1
+    _lose_tasks_above(store, Q, keep=1)
+    new = [_payload(store, e) for e in range(4, 6)]
+    assert [matching.add_task(Q, p).task_id for p in new] == [2, 3]  # ids handed out again
+    delivered = []
+    while (delivery := matching.poll(Q)) is not None:
+        delivered.append(delivery.data)
+    assert all(p in delivered for p in new), delivered
+    assert store.task_ids(Q) == []
+
+
 def test_retryable_history_failure_keeps_the_task_pending(new_store: StoreFactory) -> None:
     store = new_store()
     history = FaultyHistory(store.history)

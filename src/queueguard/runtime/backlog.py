@@ -189,10 +189,23 @@ class BacklogManager:
         if not self.loaded and fence is not None:  # queued behind a batch that was fenced
             raise StaleRangeError(fence.queue, fence.held, fence.current)
         self._require_loaded()
+        # The highest id this owner has seen stored, taken before the append (a concurrent
+        # read may see the new rows before this call returns).
+        seen = max(self._tracker.read_level, self._known_last or 0)
         try:
             ids = self.store.append(self.queue, self.range_id, payloads)
         except StaleRangeError as exc:
             raise self._fenced(exc) from None
+        if ids and ids[0] <= seen:
+            # Ids this owner has seen stored were handed out again: the database lost commits
+            # it had acknowledged (a failover to a replica that lacked them). The process
+            # state is ahead of the database and would skip these rows, then checkpoint over
+            # them: drop it without a checkpoint; the next call reloads above the saved ack.
+            log.warning(
+                "queue %s: the database lost appends (ids reused): reloading", self.queue.key
+            )
+            self._drop()
+            return ids
         if ids and self._known_last is not None and ids[-1] > self._known_last:
             # appends are serialised (lock or spooler)
             self._known_last = ids[-1]
