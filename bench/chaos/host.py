@@ -213,19 +213,26 @@ def serve(cfg: HostConfig) -> None:
         while not stop.is_set():
             guarded(queue, f"consumer{n}", pause, step)
 
-    threads = []
+    threads, producers = [], []
     for key in cfg.queues:
         queue = decode(key)
         assert isinstance(queue, PhysicalQueue)
         if not matching.owns(queue):
             continue
         for n in range(cfg.producers_per_queue):
-            threads.append(threading.Thread(target=producer, args=(queue, n), daemon=True))
+            producers.append(threading.Thread(target=producer, args=(queue, n), daemon=True))
         for n in range(cfg.consumers_per_queue):
             threads.append(threading.Thread(target=consumer, args=(queue, n), daemon=True))
+    threads += producers
     for t in threads:
         t.start()
     log(e="ready", threads=len(threads))
+    # Once drained, say so when no producer can append any more (an append in flight when
+    # the flag appeared has returned): the parent waits for this before judging the drain.
+    while not stop.wait(0.05):
+        if drain_flag.exists() and not any(t.is_alive() for t in producers):
+            log(e="producers-stopped")
+            break
     stop.wait()
     for t in threads:
         t.join(10)
