@@ -13,7 +13,7 @@ import pytest
 from queueguard.core.history import FaultyHistory, task_payload
 from queueguard.core.keys import PhysicalQueue
 from queueguard.core.store import JSON, Execution, QueueState, StartOutcome, Store
-from queueguard.errors import InvalidQueueKey, NotOwner
+from queueguard.errors import InvalidQueueKey, NotOwner, QueueUnloaded
 from queueguard.runtime.matching import AddResult, Delivery, Matching
 from queueguard.runtime.membership import StaticMembership
 from queueguard.stores.memory import MemoryStore
@@ -209,6 +209,27 @@ def test_appends_after_the_database_lost_some_are_delivered(new_store: StoreFact
         delivered.append(delivery.data)
     assert all(p in delivered for p in new), delivered
     assert store.task_ids(Q) == []
+
+
+def test_a_checkpoint_above_what_the_database_kept_reloads_instead_of_crashing(
+    new_store: StoreFactory,
+) -> None:
+    """The consumer side of the same failover: acks held in memory reach above the queue's
+    stored rows (the database lost the appends and the checkpoint that covered them). The
+    checkpoint must not fail with ValueError (a poll would lose the delivery History just
+    started): the owner drops its process state and the next call reloads."""
+    store = new_store()
+    matching = Matching(store, checkpoint_every=10)  # acks stay in memory
+    assert matching.add_tasks(Q, [_payload(store, e) for e in range(1, 4)]) == [1, 2, 3]
+    assert [d.task_id for d in iter(lambda: matching.poll(Q), None)] == [1, 2, 3]
+    _lose_tasks_above(store, Q, keep=1)  # task 1's row is back, 2 and 3 are gone
+    with pytest.raises(QueueUnloaded):
+        matching.flush()
+    assert matching.poll(Q) is None  # reloaded: task 1 again, History says already started
+    new = _payload(store, 4)
+    assert matching.add_task(Q, new).task_id == 2
+    delivery = matching.poll(Q)
+    assert delivery is not None and delivery.data == new
 
 
 def test_retryable_history_failure_keeps_the_task_pending(new_store: StoreFactory) -> None:

@@ -321,10 +321,12 @@ class BacklogManager:
         """The acks are decided (History recorded the starts): a failed save must not undo
         the deliveries. Fenced: the manager has unloaded and the next owner replays the
         unsaved suffix (History answers already-started). Connection lost: the ack level
-        stays in memory and the next checkpoint saves it."""
+        stays in memory and the next checkpoint saves it. The database lost appends (a
+        failover): the manager has unloaded, the next owner period replays from the saved
+        ack level."""
         try:
             self.checkpoint()
-        except (StaleRangeError, ConnectionFailed) as exc:
+        except (StaleRangeError, ConnectionFailed, QueueUnloaded) as exc:
             log.warning("checkpoint after ack failed, deliveries stand: %s", exc)
 
     # checkpoint ----------------------------------------------------------------------
@@ -350,6 +352,17 @@ class BacklogManager:
                 self.store.checkpoint(self.queue, range_id, level)
             except StaleRangeError as exc:
                 raise self._fenced(exc) from None
+            except ValueError as exc:
+                # The range is ours but the ack level lies outside the stored rows: the
+                # database lost appends this owner had seen (see _append). Reload.
+                log.warning(
+                    "queue %s: %s: the database lost appends: reloading", self.queue.key, exc
+                )
+                self._drop()
+                raise QueueUnloaded(
+                    f"queue {self.queue.key}: {exc} (the database lost acknowledged appends); "
+                    "its process state was dropped, the next call reloads it"
+                ) from None
             with self._lock:
                 self._saved_ack = level
                 self._acks_since_checkpoint = max(0, self._acks_since_checkpoint - counted)
