@@ -3,7 +3,7 @@
 A two-node Patroni cluster (`bench/topology/patroni.py`: etcd on loopback, Debian's
 PostgreSQL 15, PgBouncer in transaction pooling repointed by an `on_role_change` callback).
 A 003 database of `--rows` task rows (`bench/chaos/v3_database.py`) is built once on the
-cluster; an uninterrupted upgrade of a clone gives the golden 004 state and the span of 004.
+cluster; an uninterrupted upgrade of a clone gives the golden 004 state.
 Then, `--failovers` times:
 
 1. two v0.4 host processes (`bench/chaos/host.py`: producers and consumers, every confirmed
@@ -11,7 +11,8 @@ Then, `--failovers` times:
 2. `queueguard upgrade` migrates a fresh clone of the 003 database, through PgBouncer or
    straight to the leader (alternately);
 3. the leader's node dies (its Patroni agent and its postmaster with every child, SIGKILL)
-   at a moment drawn uniformly from 004's span;
+   up to 0.5 s after one of 004's steps, drawn at random (the steps are reported as they
+   end; after the last one the commit follows, so a kill may come before or after it);
 4. checks: the interrupted upgrade exits 2 with one line on stderr (no traceback) saying it
    lost the server during revision 004 — or 0 when it finished first; Patroni promotes the
    replica and PgBouncer follows; the new primary is wholly at 003 (every table as before)
@@ -19,7 +20,10 @@ Then, `--failovers` times:
    (the same DSN through PgBouncer, the new leader's otherwise) reaches the golden state and
    the head invariants; the hosts keep producing after the failover; once drained, every
    append a producer saw acknowledged was started (synchronous mode), or the acknowledged
-   appends the failover lost are counted (asynchronous mode: reported, not judged);
+   appends the failover lost are counted (asynchronous mode: reported, not judged) — but in
+   either mode every append acknowledged after the failover was started, and every task
+   History does not show started had been handed to a worker before it (else the runtime,
+   not the replication, lost it);
 5. the dead node rejoins as a replica (pg_rewind, or a new clone) for the next round.
 
 The first half of the rounds runs with Patroni's `synchronous_mode`, the rest without. Two
@@ -76,9 +80,19 @@ CI_TEST = (
     "asynchronous, at the commit, replica stopped)"
 )
 INPUT = "qg_failover_003"
-#: 004's steps as the upgrade reports them, in order; the CI test kills after one of the
-#: first four (plus a fraction of a second), well before the commit
-STEPS = ("004 00_locks", "004 guard", "004 01_plan", "004 02_directives", "004 03_relocate")
+#: 004's steps as the upgrade reports them (each line when the step ended), in order. The
+#: bench kills up to 0.5 s after any of them; the CI test after one of the first four (plus
+#: a fraction of a second), well before the commit.
+STEPS = (
+    "004 00_locks",
+    "004 guard",
+    "004 01_plan",
+    "004 02_directives",
+    "004 03_relocate",
+    "004 04_repair_counters",
+    "004 05_fence",
+    "004 06_migration_ledger",
+)
 LOST_LINE = "lost the server"
 
 PAYLOADS = (
@@ -159,7 +173,10 @@ class Round:
     rejoin_s: float = 0.0
     outcome: Outcome | None = None
     produced_after: int = 0  # acknowledged appends after PgBouncer was repointed
-    lost_starts: int = 0  # asynchronous: tasks whose History start the failover lost
+    lost_starts: int = 0  # asynchronous: committed tasks History does not show started
+    lost_after: int = 0  # appends acknowledged after the repoint and never started
+    orphaned_after: int = 0  # … whose History rows the failover lost (answered obsolete)
+    starts_lost_delivered: int = 0  # of lost_starts: handed to a worker before the failover
     violations: list[str] = field(default_factory=list)
 
     @property
@@ -185,6 +202,9 @@ class Round:
             "produced_after_failover": self.produced_after,
             "lost": o.lost if o else None,
             "lost_starts": self.lost_starts,
+            "lost_after_failover": self.lost_after,
+            "history_lost_after_failover": self.orphaned_after,
+            "lost_starts_delivered": self.starts_lost_delivered,
             "violations": self.violations[:10],
         }
 
@@ -287,6 +307,53 @@ class Traffic:
                     if event.get("e") == "produced" and event.get("t", 0) >= at:
                         count += 1
         return count
+
+    def lost_since(self, at: float) -> tuple[int, int]:
+        """Appends acknowledged after `at` (epoch seconds) and never started: (those whose
+        History rows exist, lost by the runtime; those whose History rows the failover lost
+        — created before it, appended after — which History answers as obsolete)."""
+        started = {
+            (str(run), event): bool(done)
+            for run, event, done in query(
+                self.cluster.leader_dsn(self.dbname),
+                "SELECT run_id, scheduled_event_id, started_at IS NOT NULL FROM scheduled_tasks",
+            )
+        }
+        lost = orphaned = 0
+        for path in self.folder.glob("*.log"):
+            for line in path.read_text().splitlines():
+                with contextlib.suppress(ValueError):
+                    event = json.loads(line)
+                    if event.get("e") != "produced" or event.get("t", 0) < at:
+                        continue
+                    key = (event["run"], event["ev"])
+                    if key not in started:
+                        orphaned += 1
+                    elif not started[key]:
+                        lost += 1
+        return lost, orphaned
+
+    def unstarted(self) -> tuple[int, int, int]:
+        """The committed task rows History does not show started, by cause: (their History
+        rows are missing — the failover lost them, History answers obsolete; handed to a
+        worker before the failover — their start was lost with it; neither: the runtime
+        lost them)."""
+        rows = query(
+            self.cluster.leader_dsn(self.dbname),
+            "SELECT a.run_id, a.scheduled_event_id, s.run_id IS NULL FROM chaos_task_audit a "
+            "LEFT JOIN scheduled_tasks s ON s.run_id::text = a.run_id "
+            "AND s.scheduled_event_id = a.scheduled_event_id WHERE s.started_at IS NULL",
+        )
+        delivered = set()
+        for path in self.folder.glob("*.log"):
+            for line in path.read_text().splitlines():
+                with contextlib.suppress(ValueError):
+                    event = json.loads(line)
+                    if event.get("e") == "delivered":
+                        delivered.add((event["run"], event["ev"]))
+        missing = sum(1 for _, _, gone in rows if gone)
+        handed = sum(1 for run, ev, gone in rows if not gone and (str(run), ev) in delivered)
+        return missing, handed, len(rows) - missing - handed
 
     def finish(self, timeout: float = 120) -> Outcome:
         """Drain through the hosts, stop them and judge on the (new) leader."""
@@ -454,14 +521,24 @@ def run_round(
         if r.produced_after == 0:
             r.violations.append("the hosts acknowledged no append after the failover")
         r.outcome = outcome = traffic.finish()
+        r.lost_after, r.orphaned_after = traffic.lost_since(repointed_at)
+        missing, r.starts_lost_delivered, unexplained = traffic.unstarted()
+        if unexplained:  # History knows them, nobody ran them: the runtime lost them
+            r.violations.append(f"{unexplained} committed tasks never delivered nor started")
+        if r.lost_after:  # the failover cannot explain these: the runtime lost them
+            r.violations.append(
+                f"{r.lost_after} appends acknowledged after the failover were never started"
+            )
         problems = outcome.violations
         if not synchronous:  # losses are measured, not judged; other faults still count
             problems = [v for v in problems if not _async_loss(r, v)]
         r.violations += problems
         log(
-            f"    runtime: {outcome.produced:,} acknowledged, {outcome.lost} lost, "
-            f"{r.lost_starts} starts lost, {r.produced_after:,} after the failover; rerun "
-            f"{r.rerun_s:.1f} s"
+            f"    runtime: {outcome.produced:,} acknowledged, {outcome.lost} lost "
+            f"({r.orphaned_after} appended after the failover, their History lost by it; "
+            f"{r.lost_after} lost by the runtime), {r.lost_starts} committed never started "
+            f"({missing} History lost, {r.starts_lost_delivered} handed to a worker before), "
+            f"{r.produced_after:,} acknowledged after the failover; rerun {r.rerun_s:.1f} s"
         )
     finally:
         traffic.close()
@@ -546,7 +623,6 @@ def run(
     with PatroniCluster(synchronous=True) as cluster:
         log(f"  cluster up in {time.monotonic() - started:.1f} s; building the 003 input")
         inp = prepare_input(cluster, rows)
-        span = inp.full_s - inp.first_step_s
         log(
             f"  {inp.rows:,} rows; an uninterrupted upgrade takes {inp.full_s:.1f} s, "
             f"004 reported its first step at {inp.first_step_s:.1f} s"
@@ -555,7 +631,7 @@ def run(
         for i in range(failovers):
             synchronous = i < (failovers + 1) // 2
             via = ("pgbouncer", "leader")[i % 2]
-            point = KillPoint("004 ", rnd.uniform(0, span))
+            point = KillPoint(rnd.choice(STEPS), rnd.uniform(0, 0.5))
             rounds.append(
                 run_round(
                     cluster, inp, i + 1, synchronous=synchronous, via=via, point=point, log=log
@@ -600,7 +676,12 @@ def report(result: Result, args: argparse.Namespace) -> None:
         m: sum(r.outcome.produced for r in rounds if r.outcome and r.mode == m) for m in modes
     }
     lost = {m: sum(r.outcome.lost for r in rounds if r.outcome and r.mode == m) for m in modes}
-    lost_starts = sum(r.lost_starts for r in rounds)
+    asynchronous = [r for r in rounds if r.outcome and not r.synchronous]
+    lost_random = sum(r.outcome.lost for r in asynchronous if r.outcome and r.kill != COMMIT_POINT)
+    at_commit = [r for r in asynchronous if r.kill == COMMIT_POINT]
+    lost_commit = sum(r.outcome.lost for r in at_commit if r.outcome)
+    produced_commit = sum(r.outcome.produced for r in at_commit if r.outcome)
+    unstarted = sum(r.lost_starts for r in asynchronous)
     row = {
         "Scenario": "Leader failover during an upgrade (Patroni)",
         "Scale": f"2-node Patroni 3.0 cluster (etcd, PostgreSQL 15, ttl 10 s), PgBouncer 1.18 "
@@ -612,9 +693,9 @@ def report(result: Result, args: argparse.Namespace) -> None:
         f"{modes['asynchronous']} asynchronous); new primary wholly at 003 {states['003']}x, "
         f"at 004 {states['004']}x",
         "Tasks produced": f"{sum(produced.values()):,} acknowledged",
-        "Lost": f"{lost.get('synchronous', 0)} (synchronous); {lost.get('asynchronous', 0):,} "
-        f"of {produced.get('asynchronous', 0):,} acknowledged appends and {lost_starts} History "
-        "starts (asynchronous: all when the replica lagged at the kill)",
+        "Lost": f"{lost.get('synchronous', 0)} (synchronous); asynchronous: {lost_random} in "
+        f"the random rounds, {lost_commit:,} of {produced_commit:,} acknowledged with the "
+        f"replica stopped (+ {unstarted} tasks never started: History lost)",
         "Duplicated-and-rejected": f"{sum(o.duplicated_rejected for o in outcomes):,}",
         "Worst stall": f"promotion {fo[-1].promoted_s:.1f} s (median "
         f"{fo[len(fo) // 2].promoted_s:.1f} s), PgBouncer repointed "
@@ -626,7 +707,8 @@ def report(result: Result, args: argparse.Namespace) -> None:
         "database of their own while `queueguard upgrade` migrates a fresh clone of the 003 "
         "input (through PgBouncer and straight to the leader, alternately); the leader's node "
         "dies (Patroni agent and postmaster with every child: SIGSTOP, then SIGKILL) at a "
-        "moment drawn uniformly from 004's span; its leader key expires after the ttl and "
+        "moment up to 0.5 s after one of 004's steps drawn at random (the last one ends just "
+        "before the commit); its leader key expires after the ttl and "
         "Patroni promotes the replica, whose `on_role_change` callback rewrites PgBouncer's "
         "`[databases]` entry to its own port and sends `RELOAD` on the admin console (PgBouncer "
         "then closes the old server connections as they are released; clients stay connected). "
@@ -646,11 +728,18 @@ def report(result: Result, args: argparse.Namespace) -> None:
         "the replica a few bytes behind (loopback, the random rounds) nothing, with the "
         "replica stopped everything since.",
         "",
+        "Judged in every round, whatever the mode: every append acknowledged after the "
+        "failover was started (unless the failover lost its History rows: created before it, "
+        "appended after, answered obsolete), and every committed task History does not show "
+        "started had been handed to a worker before the failover (its start was lost with "
+        "it) — anything else the runtime would have lost itself.",
+        "",
         f"Command: `python -m bench.failover --failovers {args.failovers} --rows {args.rows}`. "
         f"Uninterrupted upgrade of the input: {result.input.full_s:.1f} s. Upgrades killed at "
-        f"random moments: {rcs[2]} exited 2 ({lost_lines} with one 'lost the server during "
-        f"revision 004' line), {rcs[0]} exited 0 (finished before the kill); every rerun "
-        "reached the golden state and the head invariants.",
+        f"random moments: {rcs[2]} exited 2 with one line ({lost_lines} 'lost the server during "
+        f"revision 004', {rcs[2] - lost_lines} 'lost the server between revisions': after the "
+        f"commit), {rcs[0]} exited 0 (finished before the kill); every rerun reached the golden "
+        "state and the head invariants.",
         "",
         "| # | mode | upgrade via | kill | 004 step reached | replica behind | exit "
         "| new primary | promoted | repointed | rerun | rejoin | acknowledged (after failover) "
@@ -662,7 +751,7 @@ def report(result: Result, args: argparse.Namespace) -> None:
         kill = (
             "at 004's commit, replica stopped"
             if r.kill == COMMIT_POINT
-            else f"{r.kill.delay:.2f} s after 004 began"
+            else f"{r.kill.delay:.2f} s after {r.kill.after.split()[1]}"
         )
         details.append(
             f"| {r.number} | {r.mode} | {r.via} | {kill} | {r.phase} | {r.lag_bytes:,} B "
@@ -670,7 +759,7 @@ def report(result: Result, args: argparse.Namespace) -> None:
             f"| {seconds(f.promoted_s) if f else '—'} | {seconds(f.repointed_s) if f else '—'} "
             f"| {seconds(r.rerun_s)} | {seconds(r.rejoin_s)} "
             + (f"| {o.produced:,} ({r.produced_after:,}) " if o else "| — ")
-            + (f"| {o.lost:,} + {r.lost_starts} starts |" if o and r.lost_starts else "")
+            + (f"| {o.lost:,} + {r.lost_starts} never started |" if o and r.lost_starts else "")
             + (f"| {o.lost:,} |" if o and not r.lost_starts else "")
             + ("" if o else "| — |")
         )
