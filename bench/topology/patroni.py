@@ -37,6 +37,12 @@ then SIGKILLed. Killing only the postmaster would not do: Patroni would restart 
 and keep the leader key. With the agent gone the leader key expires after `ttl` and the
 replica takes over; in synchronous mode only the synchronous standby may.
 
+Also: `set_synchronous(on)` switches Patroni's `synchronous_mode` at run time (its dynamic
+configuration, PATCH /config); `freeze_replication()` stops the replica's WAL receiver
+(SIGSTOP) so that the replica falls behind on demand (`wal_sender_timeout` is 5 min here, so
+the leader keeps it as its synchronous standby meanwhile); `ensure_healthy()` rejoins a dead
+node and waits for the replica to stream.
+
     with PatroniCluster(synchronous=True) as cluster:
         cluster.leader_dsn("app"); cluster.pgbouncer_dsn("app")
         killed = cluster.kill_leader_node()
