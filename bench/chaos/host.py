@@ -53,6 +53,7 @@ class HostConfig:
     poll_batch: int = 1  # > 1: consumers use Matching.poll_batch
     pool_size: int = 4
     prepare: bool = True  # False through a transaction pooler (no server-side prepares)
+    create_schema: bool = True  # False: the database must already be at head
     backoff: tuple[float, float] = (0.02, 0.5)  # first and largest pause after an error
     matching: dict[str, Any] = field(default_factory=dict)  # Matching keyword options
 
@@ -121,7 +122,11 @@ def serve(cfg: HostConfig) -> None:
     drain_flag = folder / "drain"
     log(e="boot", host=cfg.host, inc=cfg.incarnation)
     store = PostgresStore(
-        cfg.dsn, host_id=cfg.app_host_id, pool_size=cfg.pool_size, prepare=cfg.prepare
+        cfg.dsn,
+        host_id=cfg.app_host_id,
+        pool_size=cfg.pool_size,
+        prepare=cfg.prepare,
+        create_schema=cfg.create_schema,
     )
     history = LedgerHistory(store.history, log)
 
@@ -208,19 +213,26 @@ def serve(cfg: HostConfig) -> None:
         while not stop.is_set():
             guarded(queue, f"consumer{n}", pause, step)
 
-    threads = []
+    threads, producers = [], []
     for key in cfg.queues:
         queue = decode(key)
         assert isinstance(queue, PhysicalQueue)
         if not matching.owns(queue):
             continue
         for n in range(cfg.producers_per_queue):
-            threads.append(threading.Thread(target=producer, args=(queue, n), daemon=True))
+            producers.append(threading.Thread(target=producer, args=(queue, n), daemon=True))
         for n in range(cfg.consumers_per_queue):
             threads.append(threading.Thread(target=consumer, args=(queue, n), daemon=True))
+    threads += producers
     for t in threads:
         t.start()
     log(e="ready", threads=len(threads))
+    # Once drained, say so when no producer can append any more (an append in flight when
+    # the flag appeared has returned): the parent waits for this before judging the drain.
+    while not stop.wait(0.05):
+        if drain_flag.exists() and not any(t.is_alive() for t in producers):
+            log(e="producers-stopped")
+            break
     stop.wait()
     for t in threads:
         t.join(10)

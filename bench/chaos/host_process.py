@@ -29,16 +29,20 @@ class HostProcess:
         err.close()
 
     def wait_ready(self, timeout: float = 60.0) -> None:
+        self.wait_logged("ready", timeout)
+
+    def wait_logged(self, event: str, timeout: float = 60.0) -> None:
+        """Until the running incarnation logged `event` (e.g. `ready`, `producers-stopped`)."""
         log = Path(self.cfg.folder) / f"{self.cfg.host}.{self.cfg.incarnation}.log"
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             assert self.proc is not None
             if self.proc.poll() is not None:
                 raise AssertionError(f"host {self.cfg.host} died: {self.stderr()}")
-            if log.exists() and '"e":"ready"' in log.read_text():
+            if log.exists() and f'"e":"{event}"' in log.read_text():
                 return
             time.sleep(0.05)
-        raise AssertionError(f"host {self.cfg.host} not ready after {timeout}s")
+        raise AssertionError(f"host {self.cfg.host} did not log {event} after {timeout}s")
 
     def stderr(self) -> str:
         path = Path(self.cfg.folder) / f"{self.cfg.host}.{self.cfg.incarnation}.err"

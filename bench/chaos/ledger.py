@@ -124,6 +124,8 @@ def drain_and_judge(
     """Tell the hosts to drain, wait for it, stop them and judge the run; an error a host
     printed instead of logging is a violation too. Returns the outcome and the drain time."""
     (folder / "drain").touch()
+    for p in procs:  # no append in flight any more: a drained queue stays drained
+        p.wait_logged("producers-stopped", timeout)
     drain_s = wait_drained(dsn, timeout)
     for p in procs:
         p.terminate()

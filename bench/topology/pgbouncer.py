@@ -45,19 +45,32 @@ def _free_port() -> int:
 class PgBouncer:
     """`with PgBouncer(server_dsn) as pooler: pooler.dsn(dbname)`."""
 
-    def __init__(self, server_dsn: str, *, pool_size: int = 4, pool_mode: str = "transaction"):
+    def __init__(
+        self,
+        server_dsn: str,
+        *,
+        pool_size: int = 4,
+        pool_mode: str = "transaction",
+        settings: dict[str, str] | None = None,
+    ):
+        """`settings`: extra `[pgbouncer]` lines (e.g. `admin_users`), after the defaults."""
         params = dsns.params(server_dsn)
         self.user = params.get("user", "postgres")
         self.upstream = {k: params[k] for k in ("host", "port") if k in params}
         self.pool_size, self.pool_mode = pool_size, pool_mode
+        self.settings = dict(settings or {})
         self.port = _free_port()
         self.folder = Path(tempfile.mkdtemp(prefix="qg-pgbouncer-"))
         self.process: subprocess.Popen[bytes] | None = None
 
+    @property
+    def config_path(self) -> Path:
+        return self.folder / "pgbouncer.ini"
+
     def _write_config(self) -> Path:
         upstream = " ".join(f"{k}={v}" for k, v in self.upstream.items())
         (self.folder / "users.txt").write_text(f'"{self.user}" ""\n')
-        config = self.folder / "pgbouncer.ini"
+        config = self.config_path
         config.write_text(
             "[databases]\n"
             f"* = {upstream} user={self.user}\n"
@@ -75,6 +88,7 @@ class PgBouncer:
             "query_wait_timeout = 30\n"
             "ignore_startup_parameters = extra_float_digits,options\n"
             f"logfile = {self.folder / 'pgbouncer.log'}\n"
+            + "".join(f"{k} = {v}\n" for k, v in self.settings.items())
         )
         return config
 

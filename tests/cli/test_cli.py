@@ -128,6 +128,8 @@ def test_bad_or_unreachable_dsn_exits_2_without_echoing_the_password(
     for word in (SECRET, "s3 ", "cret"):
         assert word not in out + err
     assert err.count("queueguard: error:") == 1
+    # one line (docs/interfaces.md): libpq's indented hint after "Connection refused" too
+    assert err.rstrip("\n").splitlines()[-1].startswith("queueguard: error:"), err
 
 
 def test_upgrade_without_a_target_is_a_usage_error(

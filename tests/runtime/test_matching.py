@@ -13,7 +13,7 @@ import pytest
 from queueguard.core.history import FaultyHistory, task_payload
 from queueguard.core.keys import PhysicalQueue
 from queueguard.core.store import JSON, Execution, QueueState, StartOutcome, Store
-from queueguard.errors import InvalidQueueKey, NotOwner
+from queueguard.errors import InvalidQueueKey, NotOwner, QueueUnloaded
 from queueguard.runtime.matching import AddResult, Delivery, Matching
 from queueguard.runtime.membership import StaticMembership
 from queueguard.stores.memory import MemoryStore
@@ -168,6 +168,68 @@ def test_poll_drains_the_backlog_in_id_order(new_store: StoreFactory) -> None:
     assert matching.poll(Q) is None
     assert store.queue_state(Q) == QueueState(range_id=1, ack_level=5, last_task_id=5)
     assert store.task_ids(Q) == []
+
+
+def _lose_tasks_above(store: Store, queue: PhysicalQueue, keep: int) -> None:
+    """The database goes back in time: the rows above `keep` and the counter that covered
+    them are gone (a failover to a replica that had not received those commits)."""
+    if isinstance(store, MemoryStore):
+        with store.db.lock:
+            record = store.db.queues[queue.key]
+            record.last_task_id = keep
+            for task_id in [t for t in record.tasks if t > keep]:
+                del record.tasks[task_id]
+        return
+    assert isinstance(store, PostgresStore)
+    with store.transaction() as conn:
+        conn.execute(
+            "UPDATE task_queues SET last_task_id = %s WHERE physical_queue = %s", (keep, queue.key)
+        )
+        conn.execute(
+            "DELETE FROM tasks WHERE physical_queue = %s AND task_id > %s", (queue.key, keep)
+        )
+
+
+def test_appends_after_the_database_lost_some_are_delivered(new_store: StoreFactory) -> None:
+    """Found by the failover scenario (docs/reliability.md, scenario 12): after an
+    asynchronous failover lost the queue's last appends, the next appends reuse their ids.
+    An owner whose read level was past them must not skip them and checkpoint over them
+    (acknowledged appends never delivered): it drops its process state and reloads."""
+    store = new_store()
+    matching = Matching(store)
+    old = [_payload(store, e) for e in range(1, 4)]
+    assert matching.add_tasks(Q, old) == [1, 2, 3]
+    first = matching.poll(Q)  # reads the page 1..3: read level 3
+    assert first is not None and first.task_id == 1
+    _lose_tasks_above(store, Q, keep=1)
+    new = [_payload(store, e) for e in range(4, 6)]
+    assert [matching.add_task(Q, p).task_id for p in new] == [2, 3]  # ids handed out again
+    delivered = []
+    while (delivery := matching.poll(Q)) is not None:
+        delivered.append(delivery.data)
+    assert all(p in delivered for p in new), delivered
+    assert store.task_ids(Q) == []
+
+
+def test_a_checkpoint_above_what_the_database_kept_reloads_instead_of_crashing(
+    new_store: StoreFactory,
+) -> None:
+    """The consumer side of the same failover: acks held in memory reach above the queue's
+    stored rows (the database lost the appends and the checkpoint that covered them). The
+    checkpoint must not fail with ValueError (a poll would lose the delivery History just
+    started): the owner drops its process state and the next call reloads."""
+    store = new_store()
+    matching = Matching(store, checkpoint_every=10)  # acks stay in memory
+    assert matching.add_tasks(Q, [_payload(store, e) for e in range(1, 4)]) == [1, 2, 3]
+    assert [d.task_id for d in iter(lambda: matching.poll(Q), None)] == [1, 2, 3]
+    _lose_tasks_above(store, Q, keep=1)  # task 1's row is back, 2 and 3 are gone
+    with pytest.raises(QueueUnloaded):
+        matching.flush()
+    assert matching.poll(Q) is None  # reloaded: task 1 again, History says already started
+    new = _payload(store, 4)
+    assert matching.add_task(Q, new).task_id == 2
+    delivery = matching.poll(Q)
+    assert delivery is not None and delivery.data == new
 
 
 def test_retryable_history_failure_keeps_the_task_pending(new_store: StoreFactory) -> None:

@@ -15,6 +15,12 @@ from queueguard.pg.dsn import redact, validate
 CONNECT_TIMEOUT_S = 10
 
 
+def reason(exc: BaseException) -> str:
+    """A driver error's message on one line, passwords redacted: libpq's "connection refused"
+    comes with an indented hint on a second line, and errors are one line on stderr."""
+    return " ".join(line.strip() for line in redact(str(exc)).splitlines() if line.strip())
+
+
 def connection_lost(exc: BaseException) -> bool:
     """A lost connection (class 08, server shutdown 57P0x, or no SQLSTATE at all), as opposed
     to an error the server answered, such as a lock timeout. SQLAlchemy's wrapper counts by
@@ -42,9 +48,7 @@ def connect(
             **options,
         )
     except psycopg.OperationalError as exc:
-        raise ConnectionFailed(
-            f"cannot connect to {redact(dsn)}: {redact(str(exc)).strip()}"
-        ) from None
+        raise ConnectionFailed(f"cannot connect to {redact(dsn)}: {reason(exc)}") from None
 
 
 @contextmanager

@@ -189,10 +189,23 @@ class BacklogManager:
         if not self.loaded and fence is not None:  # queued behind a batch that was fenced
             raise StaleRangeError(fence.queue, fence.held, fence.current)
         self._require_loaded()
+        # The highest id this owner has seen stored, taken before the append (a concurrent
+        # read may see the new rows before this call returns).
+        seen = max(self._tracker.read_level, self._known_last or 0)
         try:
             ids = self.store.append(self.queue, self.range_id, payloads)
         except StaleRangeError as exc:
             raise self._fenced(exc) from None
+        if ids and ids[0] <= seen:
+            # Ids this owner has seen stored were handed out again: the database lost commits
+            # it had acknowledged (a failover to a replica that lacked them). The process
+            # state is ahead of the database and would skip these rows, then checkpoint over
+            # them: drop it without a checkpoint; the next call reloads above the saved ack.
+            log.warning(
+                "queue %s: the database lost appends (ids reused): reloading", self.queue.key
+            )
+            self._drop()
+            return ids
         if ids and self._known_last is not None and ids[-1] > self._known_last:
             # appends are serialised (lock or spooler)
             self._known_last = ids[-1]
@@ -308,10 +321,12 @@ class BacklogManager:
         """The acks are decided (History recorded the starts): a failed save must not undo
         the deliveries. Fenced: the manager has unloaded and the next owner replays the
         unsaved suffix (History answers already-started). Connection lost: the ack level
-        stays in memory and the next checkpoint saves it."""
+        stays in memory and the next checkpoint saves it. The database lost appends (a
+        failover): the manager has unloaded, the next owner period replays from the saved
+        ack level."""
         try:
             self.checkpoint()
-        except (StaleRangeError, ConnectionFailed) as exc:
+        except (StaleRangeError, ConnectionFailed, QueueUnloaded) as exc:
             log.warning("checkpoint after ack failed, deliveries stand: %s", exc)
 
     # checkpoint ----------------------------------------------------------------------
@@ -337,6 +352,17 @@ class BacklogManager:
                 self.store.checkpoint(self.queue, range_id, level)
             except StaleRangeError as exc:
                 raise self._fenced(exc) from None
+            except ValueError as exc:
+                # The range is ours but the ack level lies outside the stored rows: the
+                # database lost appends this owner had seen (see _append). Reload.
+                log.warning(
+                    "queue %s: %s: the database lost appends: reloading", self.queue.key, exc
+                )
+                self._drop()
+                raise QueueUnloaded(
+                    f"queue {self.queue.key}: {exc} (the database lost acknowledged appends); "
+                    "its process state was dropped, the next call reloads it"
+                ) from None
             with self._lock:
                 self._saved_ack = level
                 self._acks_since_checkpoint = max(0, self._acks_since_checkpoint - counted)

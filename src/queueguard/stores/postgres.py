@@ -29,7 +29,7 @@ from queueguard.errors import (
     StaleRangeError,
     UserDataConflict,
 )
-from queueguard.pg.connect import CONNECT_TIMEOUT_S, connection_lost
+from queueguard.pg.connect import CONNECT_TIMEOUT_S, connection_lost, reason
 from queueguard.pg.dsn import application_name, redact, validate
 from queueguard.pg.sqlfiles import queries
 from queueguard.stores import schema
@@ -158,7 +158,7 @@ class PostgresStore:
         try:
             self._pool.open(wait=True, timeout=CONNECT_TIMEOUT_S)
         except psycopg.OperationalError as exc:  # pragma: no cover - covered via schema check
-            raise ConnectionFailed(f"cannot connect to {redact(dsn)}: {exc}") from None
+            raise ConnectionFailed(f"cannot connect to {redact(dsn)}: {reason(exc)}") from None
         self.history = PostgresHistory(self)
 
     @contextmanager

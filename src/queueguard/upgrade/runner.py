@@ -40,6 +40,7 @@ from queueguard.errors import (
     UsageError,
 )
 from queueguard.pg.connect import connection_lost
+from queueguard.pg.connect import reason as driver_reason
 from queueguard.pg.dsn import redact
 from queueguard.pg.sqlfiles import queries
 from queueguard.revisions import VERSION_TABLE, MigrationSet
@@ -141,7 +142,9 @@ def upgrade(
     try:
         conn = engine.connect()
     except sa.exc.OperationalError as exc:
-        raise ConnectionFailed(f"cannot connect to {redact(dsn)}: {exc.orig}") from None
+        raise ConnectionFailed(
+            f"cannot connect to {redact(dsn)}: {driver_reason(exc.orig or exc)}"
+        ) from None
     current: str | None = None  # the revision being applied, for a lost-server message
     lost = False
     try:
