@@ -6,7 +6,9 @@ What it measures, in one run on one server:
    `--rows` task rows over 1,000 queues (900 default queues, 100 legacy `@auto` queues that
    relocate into a default queue with rows), one execution per 5 tasks, then ANALYZE;
 2. times preflight against ONE sequential scan of tasks reading every payload
-   (`SELECT sum(length(data::text)) FROM tasks`), alternating, `--rounds` each, medians;
+   (`SELECT sum(length(data::text)) FROM tasks`), alternating, `--rounds` each, medians; the
+   scan runs with the server's settings (a parallel plan where it has workers), and also in one
+   backend (`max_parallel_workers_per_gather = 0`, as preflight runs) for a like-for-like figure;
 3. runs a concurrent v0.3 runtime writer (application_name `queueguard/3 host=bench-writer`;
    each operation is one transaction: the range-checked id allocation on task_queues and the
    task INSERT, the v0.3 spool path) first alone, then while preflight runs back to back;
@@ -122,8 +124,11 @@ def build(databases: ScratchDatabases, rows: int) -> str:
 
 
 # 2: preflight vs one scan -----------------------------------------------------------------
-def time_scan(dsn: str) -> float:
+def time_scan(dsn: str, serial: bool = False) -> float:
+    """The reference scan; `serial` runs it in one backend, as preflight runs its checks."""
     with psycopg.connect(dsn) as conn:
+        if serial:
+            conn.execute("SET max_parallel_workers_per_gather = 0")
         started = time.monotonic()
         conn.execute("SELECT sum(length(data::text)) FROM tasks").fetchone()
         return time.monotonic() - started
@@ -340,16 +345,18 @@ def main() -> int:
     dsn = build(databases, args.rows)
     try:
         time_scan(dsn)  # warm the cache for both
-        scans, runs = [], []
+        scans, serial_scans, runs = [], [], []
         report: PreflightReport | None = None
         for _ in range(args.rounds):
             scans.append(time_scan(dsn))
             seconds, report = time_preflight(dsn)
             runs.append(seconds)
+            serial_scans.append(time_scan(dsn, serial=True))
         assert report is not None
-        log(f"scan {scans}, preflight {runs}; findings {report.codes()}")
+        log(f"scan {scans}, serial scan {serial_scans}, preflight {runs}; {report.codes()}")
         results: dict[str, Any] = {
             "scan_s": statistics.median(scans),
+            "serial_scan_s": statistics.median(serial_scans),
             "preflight_s": statistics.median(runs),
             "per_file": per_file(dsn),
         }

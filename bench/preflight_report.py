@@ -39,6 +39,9 @@ def render(args: argparse.Namespace, server: str, t: dict[str, Any]) -> str:
         f"| one sequential scan reading every payload (`SELECT sum(length(data::text)) FROM "
         f"tasks`) | {t['scan_s']:.2f} s | |",
         f"| ratio preflight / scan | **{ratio:.2f}** | <= 3 |",
+        f"| the same scan in one backend (`max_parallel_workers_per_gather = 0`, as preflight "
+        f"runs; the scan above may use parallel workers) | {t['serial_scan_s']:.2f} s | |",
+        f"| ratio preflight / one-backend scan | {t['preflight_s'] / t['serial_scan_s']:.2f} | |",
         f"| strongest lock preflight held (pg_locks, sampled every ~3 ms, "
         f"{c['observer_samples']:,} samples) | **{c['strongest']}** "
         f"(seen: {', '.join(c['modes'])}) | ACCESS SHARE |",
@@ -53,7 +56,8 @@ def render(args: argparse.Namespace, server: str, t: dict[str, Any]) -> str:
         f"| p99 ratio during / without | **{c['p99_during'] / max(c['p99_alone'], 1e-9):.2f}** "
         "| <= 2 |",
         "",
-        "Per-check time of one preflight (the data pass over tasks dominates):",
+        "Per-check time of one preflight, each file alone in preflight's transaction and "
+        "settings (the one pass over tasks, `003_task_rows.sql`, dominates):",
         "",
         "| check file | seconds |",
         "|---|---|",
