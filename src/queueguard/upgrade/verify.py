@@ -286,7 +286,7 @@ def _online(
     knobs = online.Knobs(batch_size=2, max_lag_s=None)
     online.run(db, phase="expand", knobs=knobs, migrations=migrations)
     fleet = Fleet(db)
-    report = online.run(db, knobs=knobs, migrations=migrations)
+    report = online.run(db, knobs=knobs, migrations=migrations, tell=fleet.tell)
     problems = fleet.problems()
     mine = _export(db)
     mine["queues"] = [q for q in mine["queues"] if not q["physicalQueue"].startswith(FLEET)]

@@ -2,7 +2,9 @@
 `online` check): what a quiescent end-state comparison cannot see.
 
 - `Fleet` (during the compared run): a v0.4 host holds one queue, a v0.3 host loaded another;
-  contract must fence the second and leave the first alone (a fleet on v0.4 goes on);
+  contract must fence the second and leave the first alone (a fleet on v0.4 goes on); a queue
+  the v0.4 host loads after contract closed the window, before contract's last move, must not
+  trust its own counter;
 - `probe` (a second copy): after expand, the window is [3, 4], the marker index serves the
   directive batches and the remaining counts are right; a v0.4-held queue refuses a v0.3 load,
   other queues do not; one migrator at a time (busy while held or mid-batch, taken over once
@@ -36,6 +38,7 @@ NAMESPACE = "queueguard-verify"
 KNOBS = Knobs(batch_size=2, max_lag_s=None, lease_s=30, wait_s=0, retries=0)
 HELD = PhysicalQueue(NAMESPACE, "held-by-v04", "workflow", 0)
 FREE = LegacyQueue(NAMESPACE, "free")
+CLOSING = PhysicalQueue(NAMESPACE, "loaded-while-closing", "workflow", 0)
 Export = Callable[[str], dict[str, Any]]
 
 
@@ -65,20 +68,35 @@ def _range(dsn: str, key: str) -> int | None:
 
 
 class Fleet:
-    """A v0.4 host holding HELD and a v0.3 host that loaded FREE, around contract."""
+    """A v0.4 host holding HELD and a v0.3 host that loaded FREE, around contract; the v0.4
+    host also loads CLOSING right after contract closed the window (`tell`)."""
 
     def __init__(self, dsn: str) -> None:
         self.dsn = dsn
         self.host = PostgresStore(dsn, host_id="verify-fleet", pool_size=1, create_schema=False)
         self.held = self.host.load_queue(HELD)
+        self.closing: QueueState | None = None
         with V03Worker(dsn, host_id="verify-fleet") as old:
             old.start()
             self.free = old.load(FREE)
+
+    def tell(self, message: object) -> None:
+        """online.run's progress: once the window is closed, contract still moves what v0.3
+        hosts wrote into default queues, so a queue loaded now must not trust its counter."""
+        if str(message).startswith("contract: window closed"):
+            self.closing = self.host.load_queue(CLOSING)
 
     def problems(self) -> list[str]:
         """After contract (closes the v0.4 host)."""
         self.host.close()
         found = []
+        if self.closing is None:
+            found.append("contract never reported closing the window")
+        elif not self.closing.shared:
+            found.append(
+                "a queue loaded after contract closed the window (its moves still to come) "
+                "trusts its own counter: rows contract moves into it would be stranded"
+            )
         if _range(self.dsn, HELD.key) != self.held.range_id:
             found.append("contract fenced a queue a v0.4 host holds")
         if _range(self.dsn, FREE.key) != self.free.range_id + 1:
