@@ -221,6 +221,7 @@ def test_one_read_only_transaction_with_local_settings(
         "'statementTimeout', current_setting('statement_timeout'), "
         "'samples', current_setting('queueguard.samples'), "
         "'parallel', current_setting('max_parallel_workers_per_gather'), "
+        "'workMem', current_setting('work_mem'), "
         "'backend', pg_backend_pid()));"
     )
     real = audit.audit_queries
@@ -237,6 +238,7 @@ def test_one_read_only_transaction_with_local_settings(
     assert probes[0]["readOnly"] == "on" and probes[0]["isolation"] == "repeatable read"
     assert (probes[0]["lockTimeout"], probes[0]["statementTimeout"]) == ("1234ms", "5678ms")
     assert probes[0]["samples"] == "7" and probes[0]["parallel"] == "0"
+    assert probes[0]["workMem"] == "64MB"  # PostgreSQL's default 4MB, raised for the audit
 
 
 def test_settings_do_not_outlive_the_transaction(v03_db: str) -> None:
@@ -245,13 +247,22 @@ def test_settings_do_not_outlive_the_transaction(v03_db: str) -> None:
         from queueguard.upgrade import preflight as module
 
         with conn.cursor() as cur:
+            before_work_mem = cur.execute("SHOW work_mem").fetchone()
             cur.execute(module.BEGIN)
             module._set_local(cur, "004", module.Limits(250, 750, 3))
             inside = cur.execute("SHOW lock_timeout").fetchone()
+            work_mem = cur.execute("SHOW work_mem").fetchone()
             cur.execute("ROLLBACK")
             after = cur.execute("SHOW lock_timeout").fetchone()
+            after_work_mem = cur.execute("SHOW work_mem").fetchone()
+            cur.execute(module.BEGIN)
+            cur.execute("SET LOCAL work_mem = '256MB'")  # a higher setting is kept
+            module._set_local(cur, "004", module.Limits(250, 750, 3))
+            kept = cur.execute("SHOW work_mem").fetchone()
+            cur.execute("ROLLBACK")
             samples = cur.execute("SELECT current_setting('queueguard.samples', true)").fetchone()
     assert inside == ("250ms",) and after == ("0",)
+    assert work_mem == ("64MB",) and after_work_mem == before_work_mem and kept == ("256MB",)
     assert samples is not None and samples[0] in (None, "")
 
 

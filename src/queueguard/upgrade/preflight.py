@@ -185,6 +185,7 @@ def _set_local(cur: Cursor, target: str, limits: Limits, protocol: int | None = 
     )
     for name, value in settings:
         cur.execute(sql.SQL("SET LOCAL {} = {}").format(sql.SQL(name), sql.Literal(value)))
+    cur.execute(Q["work_mem_floor"])
     audit.set_local(cur, target=target, protocol=protocol, samples=limits.samples)
 
 

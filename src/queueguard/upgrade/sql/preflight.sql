@@ -12,3 +12,11 @@ WHERE l.locktype = 'relation'
   AND l.database = (SELECT d.oid FROM pg_database AS d WHERE d.datname = current_database())
   AND l.pid IS DISTINCT FROM pg_backend_pid()
 ORDER BY 1, 2;
+
+-- name: work_mem_floor
+-- At least 64 MB of work_mem for this transaction's hashes (never lowered): the one pass over
+-- tasks hashes executions' run ids, and at the default 4 MB that hash spills to temporary files
+-- (≈65 MB of writes per preflight on 1 M rows, ≈15 % more CPU). Still bounded: larger inputs
+-- hash in batches.
+SELECT set_config('work_mem', '64MB', true)
+WHERE pg_size_bytes(current_setting('work_mem')) < pg_size_bytes('64MB');
