@@ -226,3 +226,41 @@ def test_budget_arithmetic() -> None:
         "does not take ACCESS SHARE on b (budget ACCESS SHARE)",
         "takes SHARE on c, which is not in its budget",
     ]
+
+
+def test_the_online_path_stays_within_its_ceiling(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path, queueguard_database: Callable[..., str]
+) -> None:
+    """`online_locks` is a ceiling for every transaction of `upgrade --online`: the one that
+    takes more rolls back (here expand's window stays shut) naming table, mode and ceiling;
+    verify's online check fails the same copy; the shipped online path passes."""
+    line = "LOCK TABLE runtime_protocol IN ACCESS EXCLUSIVE MODE;\n"
+
+    def edit(root: Path) -> None:
+        path = root / "sql" / "004" / "online" / "rollout.sql"
+        text = path.read_text()
+        assert text.count(line) == 1
+        path.write_text(text.replace(line, line + WIDEN_EXECUTIONS))
+
+    widened_online = _copy(tmp_path, edit)
+    dsn = queueguard_database(fixture="v0.3")
+    argv = ["upgrade", "--online", "--dsn", dsn, "--migrations", str(widened_online)]
+    code, _, err = _run(capsys, *argv)
+    assert code == 1
+    assert "online path (expand: open the window) broke its lock ceiling" in err
+    assert "takes ACCESS EXCLUSIVE on executions (ceiling ACCESS SHARE)" in err
+    assert "`online_locks` in versions/004.py" in err
+    assert rows(dsn, "SELECT min_protocol, max_protocol FROM runtime_protocol") == [(3, 3)]
+    code, _, err = _run(capsys, "verify", "--migrations", str(widened_online), "--fixture", "v0.3")
+    assert code == 1 and "executions" in err
+    assert _run(capsys, "upgrade", "--online", "--dsn", dsn)[0] == 0  # the shipped path
+
+
+def test_ceiling_arithmetic() -> None:
+    ceiling = {"tasks": "ROW EXCLUSIVE", "executions": "ACCESS SHARE"}
+    held = {"tasks": "ROW EXCLUSIVE", "executions": "SHARE", "other": "ACCESS SHARE"}
+    assert [str(v) for v in locks.above_ceiling(ceiling, held)] == [
+        "takes SHARE on executions (ceiling ACCESS SHARE)",
+        "takes ACCESS SHARE on other, which is not in its ceiling",
+    ]
+    assert locks.above_ceiling(ceiling, {"tasks": "ACCESS SHARE"}) == []  # below: fine

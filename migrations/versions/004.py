@@ -22,6 +22,13 @@ locks = {
     "runtime_protocol": "ACCESS EXCLUSIVE",
     "executions": "ACCESS SHARE",  # read for the directives; History keeps running
 }
+# the online path's lock ceiling (`upgrade --online`): no transaction of it holds more
+online_locks = {
+    "task_queues": "ACCESS EXCLUSIVE",  # expand adds, contract/abort drop the owner column
+    "runtime_protocol": "ACCESS EXCLUSIVE",  # the window opens and closes
+    "tasks": "ROW EXCLUSIVE",  # batches move and mark rows: appends and claims go on
+    "executions": "ACCESS SHARE",  # read for the directives; History keeps running
+}
 
 
 def upgrade() -> None:

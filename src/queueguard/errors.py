@@ -141,14 +141,20 @@ class MigrationRefused(MigrationError):
 
 
 class LockBudgetExceeded(MigrationError):
-    """A revision's transaction held other locks than its declared budget; rolled back."""
+    """A revision's transaction held other locks than its declared budget (or one of its
+    online path's transactions held more than its ceiling); rolled back."""
 
-    def __init__(self, revision: str, problems: list[str]) -> None:
+    def __init__(self, revision: str, problems: list[str], online: str | None = None) -> None:
         self.revision, self.problems = revision, problems
+        if online is None:
+            what, fact = f"revision {revision} broke its lock budget", "the budget is `locks`"
+        else:  # `online`: the online path's transaction that broke its ceiling
+            what = f"revision {revision}'s online path ({online}) broke its lock ceiling"
+            fact = "the ceiling is `online_locks`"
         super().__init__(
-            f"revision {revision} broke its lock budget, nothing was changed: "
+            f"{what}, nothing was changed: "
             + "; ".join(problems)
-            + f" (the budget is `locks` in versions/{revision}.py)"
+            + f" ({fact} in versions/{revision}.py)"
         )
 
 

@@ -15,7 +15,10 @@ field) and may declare facts about itself as plain module-level literals:
   not its style (default False);
 - `locks`: its lock budget, the exact lock it takes on each table that existed before it ran
   (`{"tasks": "ACCESS EXCLUSIVE"}`; see `queueguard.upgrade.locks`; default: none declared,
-  which `upgrade` enforces as "no lock on any existing table").
+  which `upgrade` enforces as "no lock on any existing table");
+- `online_locks`: for a revision with an online path, its lock ceiling: no transaction of
+  `upgrade --online` may hold more on any table (default: none declared, enforced as "no lock
+  on any table").
 
 The files are parsed, not imported: reading the facts runs no code and needs neither Alembic
 nor a database, so the runtime half may ask which revision is the head.
@@ -80,6 +83,8 @@ class Revision:
     predates_lint: bool = False
     #: the lock budget {table: MODE}; None when the revision declares none
     locks: dict[str, str] | None = field(default=None, hash=False)
+    #: the online path's lock ceiling {table: MODE}; None when the revision declares none
+    online_locks: dict[str, str] | None = field(default=None, hash=False)
 
 
 @dataclass(frozen=True)
@@ -184,7 +189,8 @@ def load(root: Path | None = None) -> MigrationSet:
             relocation_step=facts.get("relocation_step"),
             ledger=ledger,
             predates_lint=bool(facts.get("predates_lint", False)),
-            locks=_budget(facts),
+            locks=_budget(facts, "locks"),
+            online_locks=_budget(facts, "online_locks"),
         )
         revisions.append(rev)
         parent = rev.id
@@ -196,17 +202,17 @@ def load(root: Path | None = None) -> MigrationSet:
     return MigrationSet(root, tuple(revisions))
 
 
-def _budget(facts: dict[str, Any]) -> dict[str, str] | None:
-    declared = facts.get("locks")
+def _budget(facts: dict[str, Any], name: str) -> dict[str, str] | None:
+    declared = facts.get(name)
     if declared is None:
         return None
     if not isinstance(declared, dict):
-        raise UsageError(f"{facts['path']}: `locks` must be a dict of table -> lock mode")
+        raise UsageError(f"{facts['path']}: `{name}` must be a dict of table -> lock mode")
     budget = {}
     for table, mode in declared.items():
         normal = " ".join(str(mode).upper().removesuffix(" MODE").split())
         if normal not in LOCK_MODES:
-            raise UsageError(f"{facts['path']}: `locks`: unknown lock mode {mode!r} for {table}")
+            raise UsageError(f"{facts['path']}: `{name}`: unknown lock mode {mode!r} for {table}")
         budget[str(table)] = normal
     return budget
 

@@ -42,13 +42,14 @@ class Violation:
     table: str
     held: str | None  # None: the budget's lock was not taken
     budget: str | None  # None: the table is not in the budget
+    kind: str = "budget"  # or "ceiling" (the online path's)
 
     def __str__(self) -> str:
         if self.held is None:
-            return f"does not take {self.budget} on {self.table} (budget {self.budget})"
+            return f"does not take {self.budget} on {self.table} ({self.kind} {self.budget})"
         if self.budget is None:
-            return f"takes {self.held} on {self.table}, which is not in its budget"
-        return f"takes {self.held} on {self.table} (budget {self.budget})"
+            return f"takes {self.held} on {self.table}, which is not in its {self.kind}"
+        return f"takes {self.held} on {self.table} ({self.kind} {self.budget})"
 
 
 def combined(budgets: Iterable[Mapping[str, str] | None]) -> dict[str, str]:
@@ -89,6 +90,26 @@ def held(cursor: Any, before: Mapping[int, str]) -> dict[str, str]:
         if table is not None and table not in BOOKKEEPING:
             modes.setdefault(table, []).append(mode_of(str(pg_mode)))
     return {table: strongest(found) for table, found in modes.items()}
+
+
+def held_tables(cursor: Any, outside: frozenset[str] = BOOKKEEPING) -> dict[str, str]:
+    """{table: strongest mode} this transaction holds, tables `outside` aside (one query)."""
+    cursor.execute(Q["held_tables"])
+    modes: dict[str, list[str]] = {}
+    for table, pg_mode in cursor.fetchall():
+        if table not in outside:
+            modes.setdefault(str(table), []).append(mode_of(str(pg_mode)))
+    return {table: strongest(found) for table, found in modes.items()}
+
+
+def above_ceiling(ceiling: Mapping[str, str], held: Mapping[str, str]) -> list[Violation]:
+    """Every table held in a mode stronger than its ceiling, or not in the ceiling (pure).
+    A ceiling, not an exact budget: the online path's transactions each take a part of it."""
+    return [
+        Violation(table, mode, ceiling.get(table), "ceiling")
+        for table, mode in sorted(held.items())
+        if table not in ceiling or MODES.index(mode) > MODES.index(ceiling[table])
+    ]
 
 
 def markdown(migrations: MigrationSet) -> str:

@@ -51,7 +51,8 @@ def run(
     manifest.require_intact(migrations.root)
     say = tell or (lambda _message: None)
     started = time.monotonic()
-    session = Session(dsn, target=target, sql=sql, knobs=knobs, stop=stop)
+    ceiling = migrations.get(target).online_locks
+    session = Session(dsn, target=target, sql=sql, knobs=knobs, ceiling=ceiling, stop=stop)
     try:
         session.read(lambda cursor: topology.refuse_standby(cursor, "upgrade --online"))
         before = session.read(lambda cursor: schema.read_state(cursor).revision)

@@ -113,7 +113,8 @@ def probe(dsn: str, migrations: MigrationSet, export: Export) -> list[str]:
         before_catalog = catalog.introspect(conn)
     before_doc = export(dsn)
     problems: list[str] = []
-    session = Session(dsn, target=target, sql=sql, knobs=KNOBS)
+    ceiling = migrations.head.online_locks
+    session = Session(dsn, target=target, sql=sql, knobs=KNOBS, ceiling=ceiling)
     held: QueueState | None = None
     report = OnlineReport(target, None, None)
     try:

@@ -25,8 +25,10 @@ from typing import Any, TypeVar
 import psycopg
 from psycopg.rows import TupleRow
 
+from queueguard import revisions
 from queueguard.errors import (
     ConnectionFailed,
+    LockBudgetExceeded,
     LockTimeout,
     MigrationError,
     MigratorBusy,
@@ -37,6 +39,7 @@ from queueguard.pg.connect import connect, connection_lost
 from queueguard.pg.dsn import redact
 from queueguard.pg.sqlfiles import parse_named
 from queueguard.revisions import MigrationSet
+from queueguard.upgrade import locks
 from queueguard.upgrade.manifest import online_files
 
 T = TypeVar("T")
@@ -99,9 +102,12 @@ class Session:
         target: str,
         sql: dict[str, dict[str, str]],
         knobs: Knobs,
+        ceiling: dict[str, str] | None = None,
         stop: threading.Event | None = None,
     ) -> None:
+        """`ceiling`: the revision's `online_locks` (None: no lock on any table)."""
         self.dsn, self.target, self.sql, self.knobs = dsn, target, sql, knobs
+        self.ceiling = ceiling or {}
         self.stop = stop or threading.Event()
         self.holder = f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(3)}"
         self.conn = connect(dsn, application_name=APPLICATION_NAME)
@@ -159,6 +165,7 @@ class Session:
                     if phases is not None:
                         self._lease(cursor, phases, what)
                     result = work(cursor)
+                    self._within_ceiling(cursor, what)
                 self.conn.commit()
                 self.batches += 1
                 return result
@@ -194,6 +201,15 @@ class Session:
                 if not self.conn.broken:
                     self.conn.rollback()
                 raise
+
+    def _within_ceiling(self, cursor: Cursor, what: str) -> None:
+        """Before commit: the locks this transaction holds stay within the revision's online
+        ceiling (`online_locks`), or it rolls back naming table, mode and ceiling. The rollout
+        record is the online path's own bookkeeping, outside the ceiling."""
+        held = locks.held_tables(cursor, locks.BOOKKEEPING | {revisions.ROLLOUT_TABLE})
+        problems = locks.above_ceiling(self.ceiling, held)
+        if problems:
+            raise LockBudgetExceeded(self.target, [str(p) for p in problems], online=what)
 
     def autocommit(self, statement: str) -> None:
         """One statement outside a transaction block (CREATE/DROP INDEX CONCURRENTLY)."""

@@ -17,3 +17,16 @@ SELECT relation::bigint, mode
 FROM pg_locks
 WHERE pid = pg_backend_pid() AND locktype = 'relation' AND granted
   AND database = (SELECT oid FROM pg_database WHERE datname = current_database());
+
+-- name: held_tables
+-- The same in one statement, each lock by its table's name (an index counts as its table),
+-- for tables of the current schema: the online path reads it before every commit.
+SELECT coalesce(t.relname, c.relname)::text, l.mode
+FROM pg_locks AS l
+JOIN pg_class AS c ON c.oid = l.relation
+JOIN pg_namespace AS n ON n.oid = c.relnamespace
+LEFT JOIN pg_index AS i ON i.indexrelid = c.oid
+LEFT JOIN pg_class AS t ON t.oid = i.indrelid
+WHERE l.pid = pg_backend_pid() AND l.locktype = 'relation' AND l.granted
+  AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
+  AND n.nspname = current_schema() AND c.relkind IN ('r', 'p', 'i', 'I');
