@@ -5,6 +5,8 @@ shape; nothing left behind), and the fast verify gate doing exactly what `verify
 from __future__ import annotations
 
 import json
+import shutil
+import sys
 from pathlib import Path
 
 import pytest
@@ -183,6 +185,22 @@ def test_the_command_gate_sees_the_copy_and_fails_on_a_non_zero_exit(tmp_path: P
     assert not ok.ok  # a different folder: exit 1
     seen = command_gate('echo "$QUEUEGUARD_MIGRATIONS"; exit 3', tmp_path / "copy")
     assert (seen.ok, seen.summary) == (False, f"exit 3: {tmp_path / 'copy'}")
+
+
+def test_the_copy_is_every_default_inside_the_command(tmp_path: Path) -> None:
+    """queueguard reads QUEUEGUARD_MIGRATIONS wherever no migration set is given: a test suite
+    run by --command on its defaults runs against the mutant."""
+    copy = tmp_path / "copy"
+    shutil.copytree(migrations_dir(), copy, ignore=shutil.ignore_patterns("__pycache__"))
+    (copy / "versions" / "004.py").write_text(
+        (copy / "versions" / "004.py").read_text().replace("v0.4 (head)", "the copy's 004")
+    )
+    probe = (
+        f"{sys.executable} -c 'from queueguard import revisions; "
+        "print(revisions.packaged().head.title)'"
+    )
+    seen = command_gate(probe + ' | grep -q "the copy" || exit 7', copy)
+    assert seen.ok, seen.output
 
 
 # on a real server --------------------------------------------------------------------------

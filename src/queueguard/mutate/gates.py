@@ -27,15 +27,13 @@ from queueguard.lint import lint
 from queueguard.mutate.shared import Shared
 from queueguard.pg.connect import connection
 from queueguard.pg.scratch import ScratchDatabases
-from queueguard.resources import audit_dir
+from queueguard.resources import MIGRATIONS_ENV, audit_dir
 from queueguard.revisions import MigrationSet
 from queueguard.upgrade import catalog, golden, verify
 from queueguard.upgrade.compat import build_matrix, schema_view
 from queueguard.upgrade.golden import Fixture, all_fixtures
 from queueguard.upgrade.runner import upgrade
 
-#: The environment variable the user command finds the mutated copy in.
-MIGRATIONS_ENV = "QUEUEGUARD_MIGRATIONS"
 _OUTPUT_LIMIT = 20_000
 Release = Callable[[ScratchDatabases], None]
 
