@@ -91,3 +91,34 @@ def test_a_mutated_create_is_caught_by_the_frozen_head_catalog(
     assert not checks["frozen"].ok  # …but not with the released head
     assert "clock_timestamp()" in checks["frozen"].detail
     assert not report.ok
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "expect"),
+    [
+        (  # a drained @auto queue keeps the lower of its counter and its last moved id
+            "ELSE greatest(q.last_task_id, %(moved_max)s)",
+            "ELSE least(q.last_task_id, %(moved_max)s)",
+            "queueguard-edges/purged-top/workflow/0@auto: ackLevel offline 9 online 7",
+        ),
+        (  # equal counters are "repaired" too: the report counts them
+            "WHERE q.physical_queue = b.physical_queue AND b.max_id > q.last_task_id",
+            "WHERE q.physical_queue = b.physical_queue AND b.max_id >= q.last_task_id",
+            "the report counts (counters repaired, rows relocated, directives)",
+        ),
+    ],
+    ids=["drained-ack-level", "repair-count"],
+)
+def test_verify_catches_online_edits_only_the_edge_cases_show(
+    mutated: Path, queueguard_server: str, old: str, new: str, expect: str
+) -> None:
+    """No golden fixture holds an @auto queue whose top rows were purged, or counts what the
+    online report says it did: the online check's edge cases (`online.edges`) do."""
+    path = mutated / "sql" / "004" / "online" / "migrate.sql"
+    text = path.read_text()
+    assert text.count(old) == 1
+    path.write_text(text.replace(old, new))
+    report = verify(queueguard_server, ["v0.3"], preflight=None, migrations=revisions.load(mutated))
+    checks = {c.name: c for c in report.results[0].checks}
+    assert checks["golden"].ok  # the offline path is untouched
+    assert not checks["online"].ok and expect in checks["online"].detail, checks["online"].detail

@@ -30,7 +30,7 @@ from queueguard.upgrade import audit, catalog, compat, golden, legacy, online, s
 from queueguard.upgrade.checksums import table_checksums
 from queueguard.upgrade.golden import Fixture, all_fixtures, get, load
 from queueguard.upgrade.manifest import online_files
-from queueguard.upgrade.online import equivalence
+from queueguard.upgrade.online import edges, equivalence
 from queueguard.upgrade.online.probe import NAMESPACE, Fleet, probe
 from queueguard.upgrade.preflight import preflight as run_preflight
 from queueguard.upgrade.runner import upgrade
@@ -174,7 +174,7 @@ def verify_fixture(
         )
     )
     online_check = lazy(
-        _online, fixture, scratch, template_name, db, actual, fresh_catalog, migrations, fail_fast
+        _online, fixture, scratch, template_name, db, fresh_catalog, migrations, fail_fast
     )
     for check in itertools.chain(offline, online_check):
         checks.append(check)
@@ -262,14 +262,14 @@ def _online(
     scratch: ScratchDatabases,
     template: str,
     offline_db: str,
-    offline: dict[str, Any],
     fresh_catalog: Any,
     migrations: MigrationSet,
     fail_fast: bool = False,
 ) -> Check:
     """The online path (expand, migrate in batches of two rows, contract) reaches the offline
-    end state (beside the documented range difference: exactly one more fence on each legacy
-    @auto queue that held rows), the same ledger, the fresh catalog and the head's invariants,
+    end state on the fixture plus the edge cases no fixture holds (`online.edges`; beside the
+    documented range difference: exactly one more fence on each legacy @auto queue that held
+    rows), the same ledger, the fresh catalog and the head's invariants,
     while a v0.4 and a v0.3 host hold a queue each (`online.probe.Fleet`); on a second copy,
     the window, the lease and abort behave (`online.probe.probe`)."""
     head = migrations.head
@@ -281,13 +281,26 @@ def _online(
     db = scratch.create(template)
     if fixture.revision != previous:
         upgrade(db, to=previous, progress=False, migrations=migrations)
+    with connection(db) as conn:  # what no fixture holds, compared alike (online.edges)
+        edges.seed(conn)
+        conn.commit()
+    offline_edges = scratch.create(dbname_of(db))
+    upgrade(offline_edges, progress=False, migrations=migrations)
+    offline = _export(offline_edges)
     sources = {str(r[0]) for r in _rows(db, _AUTO_SOURCES)}
+    expected = _rows(db, _WORK)[0]  # what the report must count
     probed = scratch.create(dbname_of(db))
     knobs = online.Knobs(batch_size=2, max_lag_s=None)
-    online.run(db, phase="expand", knobs=knobs, migrations=migrations)
+    expanded = online.run(db, phase="expand", knobs=knobs, migrations=migrations)
     fleet = Fleet(db)
     report = online.run(db, knobs=knobs, migrations=migrations, tell=fleet.tell)
     problems = fleet.problems()
+    counted = _done(expanded, report)
+    if counted != tuple(expected):
+        problems.append(
+            "the report counts (counters repaired, rows relocated, directives) "
+            f"{counted}, the input held {tuple(expected)}"
+        )
     mine = _export(db)
     mine["queues"] = [q for q in mine["queues"] if not q["physicalQueue"].startswith(FLEET)]
     problems += equivalence.quiescent_differences(offline, mine, sources=sources)
@@ -313,7 +326,27 @@ _AUTO_SOURCES = (
     "WHERE q.version = 'auto'"
 )
 _LEDGER = "SELECT revision, sha256 FROM queueguard_migrations ORDER BY revision"
+#: what the online path has to do on a quiescent input: stale counters, rows in legacy @auto
+#: queues, other rows without their directive
+_WORK = """
+SELECT (SELECT count(*) FROM task_queues q
+        WHERE q.last_task_id < (SELECT max(task_id) FROM tasks t
+                                WHERE t.physical_queue = q.physical_queue)),
+       (SELECT count(*) FROM tasks t JOIN task_queues q USING (physical_queue)
+        WHERE q.version = 'auto'),
+       (SELECT count(*) FROM tasks t JOIN task_queues q USING (physical_queue)
+        WHERE q.version <> 'auto' AND NOT (t.data -> 'task' ? 'versionDirective'))
+"""
 FLEET = f"{NAMESPACE}/"
+
+
+def _done(*reports: online.OnlineReport) -> tuple[int, int, int]:
+    """Counters repaired, rows relocated and directives given over several runs."""
+    return (
+        sum(r.counters_repaired for r in reports),
+        sum(r.rows_relocated for r in reports),
+        sum(r.directives for r in reports),
+    )
 
 
 def _rows(dsn: str, sql: str) -> list[tuple[Any, ...]]:

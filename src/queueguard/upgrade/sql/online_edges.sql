@@ -1,0 +1,19 @@
+-- The edge cases verify's online check adds to each fixture before comparing the online path
+-- with offline 004 (queueguard.upgrade.online.edges). v0.3 shapes, written as a v0.3 host and
+-- History would have written them.
+
+-- name: queue
+INSERT INTO task_queues (physical_queue, namespace, task_queue, task_type, partition, version,
+                         range_id, ack_level, last_task_id)
+VALUES (%(key)s, %(namespace)s, %(task_queue)s, %(task_type)s, %(partition)s, %(version)s,
+        %(range_id)s, %(ack_level)s, %(last_task_id)s);
+
+-- name: task
+INSERT INTO tasks (physical_queue, task_id, data, created_at)
+VALUES (%(key)s, %(task_id)s, %(data)s,
+        '2026-01-01 00:00:00+00'::timestamptz + %(task_id)s * interval '1 second');
+
+-- name: execution
+INSERT INTO executions (run_id, namespace, workflow_id, status, versioning_behavior,
+                        deployment_version)
+VALUES (%(run_id)s, %(namespace)s, %(workflow_id)s, 'running', %(behavior)s, %(deployment)s);
