@@ -27,7 +27,7 @@ from queueguard.pg.connect import connect, connection
 from queueguard.pg.scratch import database_dsn
 from queueguard.revisions import MigrationSet
 from queueguard.stores.postgres import PostgresStore
-from queueguard.upgrade import catalog
+from queueguard.upgrade import catalog, status
 from queueguard.upgrade.legacy.workers import LegacyQueue, V03Worker
 from queueguard.upgrade.online import batches, phases
 from queueguard.upgrade.online.equivalence import task_multiset
@@ -126,8 +126,10 @@ def probe(dsn: str, migrations: MigrationSet, export: Export) -> list[str]:
             problems += _window(dsn, host)
             held = host.queue_state(HELD)
             problems += _lease(dsn, sql, target, session)
+            started = time.monotonic()
             phases.migrate(session, report, _quiet)
-            problems += _progress(dsn, report)
+            took = time.monotonic() - started
+            problems += _progress(dsn, report, migrations, took, session.holder)
         finally:
             host.close()
             wait_gone(dsn, host.application_name)
@@ -238,6 +240,9 @@ def _lease(dsn: str, sql: dict[str, dict[str, str]], target: str, first: Session
             in_batch.close()
         if not _takes(second):
             found.append("a second migrator could not take an expired lease")
+        first.release()  # the first, its lease taken over, must not free the second's
+        if _lease_holder(dsn) != second.holder:
+            found.append("a migrator whose lease was taken over released its successor's")
         second.release()
         with connection(dsn) as conn:
             left_holder = conn.execute("SELECT holder FROM queueguard_rollout").fetchall()
@@ -248,6 +253,12 @@ def _lease(dsn: str, sql: dict[str, dict[str, str]], target: str, first: Session
     return found
 
 
+def _lease_holder(dsn: str) -> str | None:
+    with connection(dsn) as conn:
+        row = conn.execute("SELECT holder FROM queueguard_rollout").fetchone()
+    return str(row[0]) if row and row[0] is not None else None
+
+
 def _takes(session: Session) -> bool:
     try:
         session.transaction(lambda _c: None, phases=("migrate",), what="probe: lease")
@@ -256,17 +267,37 @@ def _takes(session: Session) -> bool:
     return True
 
 
-def _progress(dsn: str, report: OnlineReport) -> list[str]:
-    """The rollout record counts what migrate did, with sane times."""
+def _progress(
+    dsn: str, report: OnlineReport, migrations: MigrationSet, took_s: float, holder: str
+) -> list[str]:
+    """The rollout record counts what migrate did, with sane times, and `status` shows it
+    (the lease is still `holder`'s)."""
+    found = []
     with connection(dsn) as conn:
         row = conn.execute(
-            "SELECT rows_done, migrate_seconds >= 0, started_at <= updated_at, "
-            "updated_at <= now(), now() - started_at < interval '1 hour' FROM queueguard_rollout"
+            "SELECT rows_done, migrate_seconds, migrate_seconds BETWEEN 0 AND %s, "
+            "started_at <= updated_at, updated_at <= now(), "
+            "now() - started_at < interval '1 hour' FROM queueguard_rollout",
+            (took_s,),
         ).fetchone()
+        shown = status.rollout_status(conn, migrations)
     done = report.directives + report.rows_relocated
-    if row is None or row[0] != done or not all(row[1:]):
-        return [f"the rollout record says {row}, migrate did {done} rows"]
-    return []
+    if row is None or row[0] != done or not all(row[2:]):
+        found.append(f"the rollout record says {row}, migrate did {done} rows in {took_s:.2f}s")
+        return found
+    rate = round(done / row[1], 1) if row[1] else None
+    expected = {
+        "phase": "contract",
+        "rowsDone": done,
+        "rowsLeft": {"directives": 0, "relocations": 0},
+        "etaSeconds": None,
+        "migrator": holder,
+        "rowsPerSecond": rate,
+    }
+    seen = {key: (shown or {}).get(key) for key in expected}
+    if seen != expected or not shown or not shown["startedAt"] <= shown["updatedAt"]:
+        found.append(f"status shows the rollout as {shown}, expected {expected}")
+    return found
 
 
 def _abort_refusals(dsn: str, session: Session, report: OnlineReport) -> list[str]:
