@@ -295,6 +295,9 @@ def _online(
     fleet = Fleet(db)
     report = online.run(db, knobs=knobs, migrations=migrations, tell=fleet.tell)
     problems = fleet.problems()
+    largest = max(expanded.largest_batch, report.largest_batch)
+    if largest > knobs.batch_size:
+        problems.append(f"a batch touched {largest} rows or queues, above --batch-size 2")
     counted = _done(expanded, report)
     if counted != tuple(expected):
         problems.append(

@@ -70,6 +70,7 @@ def repair_counters(
             break
         after, seen = str(last), seen + count
         report.counters_repaired += fixed
+        report.largest_batch = max(report.largest_batch, int(count))
         tell(Progress(phase, "counters", seen, None))
         _between(session)
 
@@ -99,6 +100,7 @@ def relocate(
                 break
             moved_total += moved
             report.relocated[source] = report.relocated.get(source, 0) + moved
+            report.largest_batch = max(report.largest_batch, moved)
             tell(Progress(phase, "relocate", moved_total, None, rate(moved_total)))
             _between(session)
 
@@ -192,6 +194,7 @@ def directives(
             updated_pass += updated
             updated_total += updated
             report.directives += updated
+            report.largest_batch = max(report.largest_batch, int(seen))
             tell(Progress(phase, "directives", updated_total, total, rate(updated_total)))
             _between(session)
         if not updated_pass:

@@ -43,6 +43,8 @@ class OnlineReport:
     relocated: dict[str, int] = field(default_factory=dict)
     queues_fenced: int = 0
     batches: int = 0
+    #: the most rows (or queues, for counters) one batch touched: at most --batch-size
+    largest_batch: int = 0
     lock_waits: int = 0
     paused: bool = False
     warnings: list[str] = field(default_factory=list)
