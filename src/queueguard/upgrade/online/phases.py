@@ -96,7 +96,7 @@ def expand(session: Session, migrations: MigrationSet, report: OnlineReport, tel
             )
         _guard(session, migrations)
         session.transaction(
-            lambda cursor: _create(session, cursor, previous), phases=None, what="expand"
+            lambda cursor: create_record(session, cursor, previous), phases=None, what="expand"
         )
         tell(f"expand: rollout to {target} recorded (version table stays at {previous})")
     if current_phase(session) != "expand":
@@ -162,7 +162,7 @@ def _guard(session: Session, migrations: MigrationSet) -> None:
         raise MigrationRefused(facts.id, blocking)
 
 
-def _create(session: Session, cursor: Cursor, previous: str | None) -> None:
+def create_record(session: Session, cursor: Cursor, previous: str | None) -> None:
     """The rollout record, under the offline runner's lock with the version re-read: an
     offline upgrade and an online expand never interleave."""
     cursor.execute(f"SET LOCAL lock_timeout = {int(session.knobs.wait_s * 1000)}")
@@ -247,10 +247,15 @@ def contract(
     closing = ("closing",)
     batches.repair_counters(session, "contract", closing, report, tell)
     batches.relocate(session, "contract", closing, report, tell, fence=False)
-    batches.directives(session, "contract", closing, report, tell, passes=1)
-    _, auto = batches.remaining(session)
-    if auto:  # nothing writes @auto once the window is closed and its owners fenced
-        raise MigrationError(f"contract: {auto} rows still in @auto queues; rerun to retry")
+    batches.directives(session, "contract", closing, report, tell, passes=3)
+    left, auto = batches.remaining(session)
+    # Nothing writes @auto, nor a row without its directive, once the window is closed and
+    # the v0.3 hosts' queues fenced: what is left here is a fault, and 004 is not recorded.
+    if auto or left:
+        raise MigrationError(
+            f"contract: {auto} rows still in @auto queues, {left} rows without their "
+            "directive; rerun to retry"
+        )
     session.transaction(lambda _c: None, phases=closing, what="contract: lease")
     session.autocommit(session.q("rollout.drop_marker_index"))
 

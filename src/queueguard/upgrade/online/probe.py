@@ -118,6 +118,7 @@ def probe(dsn: str, migrations: MigrationSet, export: Export) -> list[str]:
     held: QueueState | None = None
     report = OnlineReport(target, None, None)
     try:
+        problems += _abort_interrupted_expand(dsn, session, migrations, before_catalog)
         _failed_build(dsn)
         phases.expand(session, migrations, report, _quiet)
         problems += _expanded(dsn, session, before_doc)
@@ -138,6 +139,32 @@ def probe(dsn: str, migrations: MigrationSet, export: Export) -> list[str]:
     finally:
         session.close()
     return problems + _aborted(dsn, held, before_catalog, before_doc, export)
+
+
+def _abort_interrupted_expand(
+    dsn: str, session: Session, migrations: MigrationSet, before: Any
+) -> list[str]:
+    """An expand interrupted right after it recorded the rollout (no owner column, no index
+    yet) is aborted cleanly: window [3, 3], no record, the previous catalog."""
+    previous = migrations.previous(session.target)
+    session.transaction(
+        lambda cursor: phases.create_record(session, cursor, previous),
+        phases=None,
+        what="probe: expand interrupted",
+    )
+    report = OnlineReport(session.target, None, None)
+    try:
+        phases.abort(session, report, _quiet, force=False)
+    except QueueguardError as exc:
+        return [f"abort after an interrupted expand failed: {exc}"]
+    with connection(dsn) as conn:
+        after = catalog.introspect(conn)
+        window = conn.execute("SELECT min_protocol, max_protocol FROM runtime_protocol")
+        found = window.fetchall()
+    problems = [f"abort after an interrupted expand: {d}" for d in catalog.diff(before, after)]
+    if found != [(3, 3)]:
+        problems.append(f"abort after an interrupted expand left the window at {found}")
+    return problems
 
 
 def _failed_build(dsn: str) -> None:
