@@ -43,7 +43,7 @@ SHAPES = (
     Shape("stale", "auto", 2, 2, 4, (1, 2, 3, 4, 5, 6)),
     Shape("drained", "auto", 4, 3, 3, ()),
     Shape("pinned", "dep.1", 1, 1, 4, (2, 3, 4)),
-    Shape("long", "", 1, 0, 12, tuple(range(1, 13))),  # more rows than a few batches
+    Shape("long", "", 1, 0, 20, tuple(range(1, 21))),  # more rows than a few batches
 )
 #: History's answer for the n-th row of a queue, in turn
 RUN_KINDS = ("auto_upgrade", "unknown", "pinned", "not-a-uuid", "unversioned")
