@@ -43,353 +43,36 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import random
 import re
-import shutil
 import subprocess
-import tempfile
 import threading
 import time
-from collections import Counter
-from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
-import psycopg
-
-from bench.chaos.audit import install_audit
-from bench.chaos.databases import create_database, query
+from bench.chaos.databases import query
 from bench.chaos.fingerprints import upgrade_state
-from bench.chaos.host import HostConfig
-from bench.chaos.host_process import HostProcess, reap
-from bench.chaos.ledger import Outcome, drain_and_judge
-from bench.chaos.report import record, say, seconds
-from bench.chaos.v3_database import seed_v3
-from bench.chaos.workload import queues_for, rng
-from bench.chaos_upgrade_kill import first_step_at
+from bench.chaos.report import say
+from bench.chaos.workload import rng
 from bench.commands import QUEUEGUARD
-from bench.topology.patroni import Failover, PatroniCluster, available
-from queueguard import revisions
+from bench.failover_model import (
+    COMMIT_POINT,
+    FILLER,
+    LOST_LINE,
+    STEPS,
+    SYNC_REP_WAITERS,
+    Input,
+    KillPoint,
+    Result,
+    Round,
+    clone,
+    head_problems,
+    prepare_input,
+)
+from bench.failover_report import report
+from bench.failover_traffic import LagProbe, Traffic
+from bench.topology.patroni import PatroniCluster, available
 from queueguard.pg.connect import connection
-from queueguard.upgrade import audit
-from queueguard.upgrade.runner import upgrade
-
-CI_TEST = (
-    "`tests/topology/test_failover.py` (2 failovers: synchronous, mid-004, through PgBouncer; "
-    "asynchronous, at the commit, replica stopped)"
-)
-INPUT = "qg_failover_003"
-#: 004's steps as the upgrade reports them (each line when the step ended), in order. The
-#: bench kills up to 0.5 s after any of them; the CI test after one of the first four (plus
-#: a fraction of a second), well before the commit.
-STEPS = (
-    "004 00_locks",
-    "004 guard",
-    "004 01_plan",
-    "004 02_directives",
-    "004 03_relocate",
-    "004 04_repair_counters",
-    "004 05_fence",
-    "004 06_migration_ledger",
-)
-LOST_LINE = "lost the server"
-
-PAYLOADS = (
-    "SELECT count(*), md5(string_agg(d, '|' ORDER BY d)) "
-    "FROM (SELECT (data #- '{task,versionDirective}')::text AS d FROM tasks) s"
-)
-INVARIANTS = {
-    "tasks without data.task.versionDirective": (
-        "SELECT count(*) FROM tasks WHERE NOT (data -> 'task' ? 'versionDirective')"
-    ),
-    "task rows left in @auto queues": (
-        "SELECT count(*) FROM tasks WHERE physical_queue LIKE '%@auto'"
-    ),
-    "queues whose counter is below their highest task id": (
-        "SELECT count(*) FROM task_queues q WHERE q.last_task_id < (SELECT "
-        "coalesce(max(t.task_id), 0) FROM tasks t WHERE t.physical_queue = q.physical_queue)"
-    ),
-}
-
-
-@dataclass
-class Input:
-    """The 003 database every round upgrades a clone of, and what the upgrade must give."""
-
-    template: str  # database name on the cluster
-    rows: int
-    before: dict[str, Any]  # upgrade_state of the 003 input
-    golden: dict[str, Any]  # upgrade_state of an uninterrupted upgrade of a clone
-    payloads: list[Any]  # the multiset of task payloads (beside the directive 004 adds)
-    first_step_s: float  # the uninterrupted run: 004's first step reported after …
-    full_s: float  # … and the process exited after
-
-
-@dataclass(frozen=True)
-class KillPoint:
-    """Kill the leader `delay` seconds after the upgrade reported the first line starting
-    with `after` (a step of 004)."""
-
-    after: str
-    delay: float
-
-    def __str__(self) -> str:
-        if self.after == "commit":
-            return "at 004's commit (the replica's WAL receiver stopped)"
-        return f"{self.delay:.2f} s after '{self.after}'"
-
-
-COMMIT_POINT = KillPoint("commit", 0.0)
-#: WAL written after the replica's receiver stopped and before the upgrade starts: more than
-#: the loopback socket buffers hold (a few MB, still delivered after the sender dies), so
-#: 004's commit record cannot reach the replica. Committed without waiting for a replica.
-FILLER = """
-SET synchronous_commit = local;
-CREATE TABLE qg_failover_filler (v text);
-INSERT INTO qg_failover_filler SELECT repeat(md5(i::text), 59) FROM generate_series(1, 25000) i;
-DROP TABLE qg_failover_filler;
-"""
-SYNC_REP_WAITERS = (
-    "SELECT count(*) FROM pg_stat_activity "
-    "WHERE wait_event = 'SyncRep' AND application_name = 'queueguard-upgrade'"
-)
-
-
-@dataclass
-class Round:
-    number: int
-    synchronous: bool
-    via: str  # "pgbouncer" or "leader"
-    kill: KillPoint
-    phase: str = ""  # the last step the upgrade reported before the kill
-    lag_bytes: int = 0  # WAL the leader had written and the replica not received, at the kill
-    upgrade_rc: int | None = None
-    error: str = ""  # the interrupted upgrade's error line
-    state: str = ""  # the new primary's revision after the failover
-    failover: Failover | None = None
-    rerun_rc: int | None = None
-    rerun_s: float = 0.0
-    rejoin_s: float = 0.0
-    outcome: Outcome | None = None
-    produced_after: int = 0  # acknowledged appends after PgBouncer was repointed
-    lost_starts: int = 0  # asynchronous: committed tasks History does not show started
-    lost_after: int = 0  # appends acknowledged after the repoint and never started
-    orphaned_after: int = 0  # … whose History rows the failover lost (answered obsolete)
-    starts_lost_delivered: int = 0  # of lost_starts: handed to a worker before the failover
-    violations: list[str] = field(default_factory=list)
-
-    @property
-    def mode(self) -> str:
-        return "synchronous" if self.synchronous else "asynchronous"
-
-    def as_json(self) -> dict[str, Any]:
-        o = self.outcome
-        return {
-            "round": self.number,
-            "mode": self.mode,
-            "via": self.via,
-            "kill": str(self.kill),
-            "phase": self.phase,
-            "lag_bytes": self.lag_bytes,
-            "upgrade_rc": self.upgrade_rc,
-            "state": self.state,
-            "promoted_s": round(self.failover.promoted_s, 2) if self.failover else None,
-            "repointed_s": round(self.failover.repointed_s, 2) if self.failover else None,
-            "rerun_rc": self.rerun_rc,
-            "rejoin_s": round(self.rejoin_s, 1),
-            "produced": o.produced if o else None,
-            "produced_after_failover": self.produced_after,
-            "lost": o.lost if o else None,
-            "lost_starts": self.lost_starts,
-            "lost_after_failover": self.lost_after,
-            "history_lost_after_failover": self.orphaned_after,
-            "lost_starts_delivered": self.starts_lost_delivered,
-            "violations": self.violations[:10],
-        }
-
-
-# -- the input ---------------------------------------------------------------------------------
-def payloads(dsn: str) -> list[Any]:
-    return list(query(dsn, PAYLOADS)[0])
-
-
-def head_problems(dsn: str, expected_payloads: list[Any]) -> list[str]:
-    """What is wrong with `dsn` as a database at head: the invariants above, the protocol,
-    the payloads carried over, and the blocking findings of the head revision's audit."""
-    problems = [f"{what}: {n}" for what, sql in INVARIANTS.items() if (n := query(dsn, sql)[0][0])]
-    protocol = query(dsn, "SELECT min_protocol, max_protocol FROM runtime_protocol")
-    if protocol != [(4, 4)]:
-        problems.append(f"runtime_protocol is {protocol}, not [(4, 4)]")
-    if payloads(dsn) != expected_payloads:
-        problems.append("the task payloads are not those of the input (count, digest)")
-    head = revisions.packaged().head
-    with connection(dsn) as conn, conn.cursor() as cursor:
-        audit.set_local(cursor, target=head.id, protocol=head.protocol)
-        for check in audit.for_revision(head.id):
-            problems += [str(f) for f in audit.run(cursor, check) if f.blocking]
-        conn.rollback()
-    return problems
-
-
-def clone(cluster: PatroniCluster, template: str, name: str) -> str:
-    query(cluster.leader_dsn(), f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
-    query(cluster.leader_dsn(), f'CREATE DATABASE "{name}" TEMPLATE "{template}"')
-    return name
-
-
-def prepare_input(cluster: PatroniCluster, rows: int) -> Input:
-    """The 003 input on the cluster's leader, and the golden state of its upgrade."""
-    dsn = create_database(cluster.leader_dsn(), INPUT)
-    upgrade(dsn, to="003", progress=False)
-    seed_v3(dsn, rows)
-    before, carried = upgrade_state(dsn), payloads(dsn)
-    reference = cluster.leader_dsn(clone(cluster, INPUT, "qg_failover_reference"))
-    first, full = first_step_at(reference)
-    golden = upgrade_state(reference)
-    problems = head_problems(reference, carried)
-    assert not problems, problems
-    query(cluster.leader_dsn(), 'DROP DATABASE "qg_failover_reference"')
-    return Input(INPUT, before["tasks"][0], before, golden, carried, first, full)
-
-
-# -- the runtime traffic -----------------------------------------------------------------------
-class Traffic:
-    """Host processes producing and consuming through PgBouncer on a database of their own
-    (`PostgresStore(prepare=False, create_schema=False)`, the schema made beforehand)."""
-
-    def __init__(self, cluster: PatroniCluster, dbname: str, hosts: int = 2, queues: int = 2):
-        self.cluster, self.dbname = cluster, dbname
-        self.names = [f"h{i}" for i in range(hosts)]
-        self.queues = queues_for(self.names, queues, family="failover")
-        self.folder = Path(tempfile.mkdtemp(prefix="qg-failover-"))
-        self.procs: list[HostProcess] = []
-        self.t0 = 0.0
-
-    def start(self) -> Traffic:
-        query(self.cluster.leader_dsn(), f'DROP DATABASE IF EXISTS "{self.dbname}" WITH (FORCE)')
-        dsn = create_database(self.cluster.leader_dsn(), self.dbname)
-        upgrade(dsn, progress=False)
-        install_audit(dsn)
-        for name in self.names:
-            cfg = HostConfig(
-                dsn=self.cluster.pgbouncer_dsn(self.dbname),
-                prepare=False,
-                create_schema=False,
-                host=name,
-                hosts=self.names,
-                queues=[q.key for q in self.queues],
-                folder=str(self.folder),
-                backoff=(0.05, 1.0),
-            )
-            self.procs.append(HostProcess(cfg))
-        for p in self.procs:
-            p.start()
-        for p in self.procs:
-            p.wait_ready()
-        self.t0 = time.time()
-        return self
-
-    def alive(self) -> list[str]:
-        return [
-            f"host {p.cfg.host} died: {p.stderr()}"
-            for p in self.procs
-            if p.proc is not None and p.proc.poll() is not None
-        ]
-
-    def produced_since(self, at: float) -> int:
-        """Appends the producers saw acknowledged after `at` (epoch seconds)."""
-        count = 0
-        for path in self.folder.glob("*.log"):
-            for line in path.read_text().splitlines():
-                with contextlib.suppress(ValueError):
-                    event = json.loads(line)
-                    if event.get("e") == "produced" and event.get("t", 0) >= at:
-                        count += 1
-        return count
-
-    def lost_since(self, at: float) -> tuple[int, int]:
-        """Appends acknowledged after `at` (epoch seconds) and never started: (those whose
-        History rows exist, lost by the runtime; those whose History rows the failover lost
-        — created before it, appended after — which History answers as obsolete)."""
-        started = {
-            (str(run), event): bool(done)
-            for run, event, done in query(
-                self.cluster.leader_dsn(self.dbname),
-                "SELECT run_id, scheduled_event_id, started_at IS NOT NULL FROM scheduled_tasks",
-            )
-        }
-        lost = orphaned = 0
-        for path in self.folder.glob("*.log"):
-            for line in path.read_text().splitlines():
-                with contextlib.suppress(ValueError):
-                    event = json.loads(line)
-                    if event.get("e") != "produced" or event.get("t", 0) < at:
-                        continue
-                    key = (event["run"], event["ev"])
-                    if key not in started:
-                        orphaned += 1
-                    elif not started[key]:
-                        lost += 1
-        return lost, orphaned
-
-    def unstarted(self) -> tuple[int, int, int]:
-        """The committed task rows History does not show started, by cause: (their History
-        rows are missing — the failover lost them, History answers obsolete; handed to a
-        worker before the failover — their start was lost with it; neither: the runtime
-        lost them)."""
-        rows = query(
-            self.cluster.leader_dsn(self.dbname),
-            "SELECT a.run_id, a.scheduled_event_id, s.run_id IS NULL FROM chaos_task_audit a "
-            "LEFT JOIN scheduled_tasks s ON s.run_id::text = a.run_id "
-            "AND s.scheduled_event_id = a.scheduled_event_id WHERE s.started_at IS NULL",
-        )
-        delivered = set()
-        for path in self.folder.glob("*.log"):
-            for line in path.read_text().splitlines():
-                with contextlib.suppress(ValueError):
-                    event = json.loads(line)
-                    if event.get("e") == "delivered":
-                        delivered.add((event["run"], event["ev"]))
-        missing = sum(1 for _, _, gone in rows if gone)
-        handed = sum(1 for run, ev, gone in rows if not gone and (str(run), ev) in delivered)
-        return missing, handed, len(rows) - missing - handed
-
-    def finish(self, timeout: float = 120) -> Outcome:
-        """Drain through the hosts, stop them and judge on the (new) leader."""
-        window = (self.t0, time.time())
-        dsn = self.cluster.leader_dsn(self.dbname)
-        outcome, _ = drain_and_judge(self.procs, dsn, self.folder, window, timeout)
-        return outcome
-
-    def close(self) -> None:
-        reap(self.procs)
-        shutil.rmtree(self.folder, ignore_errors=True)
-
-
-# -- one round ---------------------------------------------------------------------------------
-class LagProbe:
-    """How far the replica's received WAL is behind the leader's, in bytes (connections
-    opened beforehand, so that a probe right before the kill takes a few milliseconds)."""
-
-    def __init__(self, cluster: PatroniCluster) -> None:
-        leader = cluster.leader()
-        assert leader is not None
-        self.leader = psycopg.connect(leader.dsn(), autocommit=True)
-        self.replica = psycopg.connect(cluster.replica().dsn(), autocommit=True)
-
-    def __call__(self) -> int:
-        lsn = self.leader.execute("SELECT pg_current_wal_lsn()").fetchone()
-        assert lsn is not None
-        row = self.replica.execute(
-            "SELECT pg_wal_lsn_diff(%s::pg_lsn, pg_last_wal_receive_lsn())", (lsn[0],)
-        ).fetchone()
-        return max(0, int(row[0])) if row and row[0] is not None else 0
-
-    def close(self) -> None:
-        for conn in (self.leader, self.replica):
-            with contextlib.suppress(psycopg.Error):
-                conn.close()
 
 
 def upgrade_and_kill(
@@ -597,17 +280,6 @@ def _async_loss(r: Round, violation: str) -> bool:
 
 
 # -- the scenario ------------------------------------------------------------------------------
-@dataclass
-class Result:
-    rows: int
-    input: Input
-    rounds: list[Round]
-    elapsed_s: float
-
-    def violations(self) -> list[str]:
-        return [f"round {r.number}: {v}" for r in self.rounds for v in r.violations]
-
-
 def run(
     *,
     failovers: int = 10,
@@ -660,110 +332,6 @@ def check(result: Result) -> None:
 def ci_point(rnd: random.Random) -> KillPoint:
     """A kill point inside 004's transaction: after one of its first four steps."""
     return KillPoint(rnd.choice(STEPS[:4]), rnd.uniform(0, 0.3))
-
-
-def report(result: Result, args: argparse.Namespace) -> None:
-    rounds = result.rounds
-    random_rounds = [r for r in rounds if r.kill != COMMIT_POINT]
-    commit_rounds = [r for r in rounds if r.kill == COMMIT_POINT]
-    fo = sorted((r.failover for r in rounds if r.failover is not None), key=lambda f: f.promoted_s)
-    outcomes = [r.outcome for r in rounds if r.outcome is not None]
-    states = Counter(r.state for r in rounds)
-    modes = Counter(r.mode for r in rounds)
-    rcs = Counter(r.upgrade_rc for r in random_rounds)
-    lost_lines = sum("lost the server during revision 004" in r.error for r in random_rounds)
-    produced = {
-        m: sum(r.outcome.produced for r in rounds if r.outcome and r.mode == m) for m in modes
-    }
-    lost = {m: sum(r.outcome.lost for r in rounds if r.outcome and r.mode == m) for m in modes}
-    asynchronous = [r for r in rounds if r.outcome and not r.synchronous]
-    lost_random = sum(r.outcome.lost for r in asynchronous if r.outcome and r.kill != COMMIT_POINT)
-    at_commit = [r for r in asynchronous if r.kill == COMMIT_POINT]
-    lost_commit = sum(r.outcome.lost for r in at_commit if r.outcome)
-    produced_commit = sum(r.outcome.produced for r in at_commit if r.outcome)
-    unstarted = sum(r.lost_starts for r in asynchronous)
-    row = {
-        "Scenario": "Leader failover during an upgrade (Patroni)",
-        "Scale": f"2-node Patroni 3.0 cluster (etcd, PostgreSQL 15, ttl 10 s), PgBouncer 1.18 "
-        f"repointed by on_role_change; 003→004 on {result.rows:,} rows; 2 host processes "
-        f"through PgBouncer; {result.elapsed_s / 60:.0f} min",
-        "Faults injected": f"{len(rounds)} kills of the leader's node (Patroni agent + "
-        f"postmaster, SIGKILL): {len(random_rounds)} at random moments of 004, "
-        f"{len(commit_rounds)} at its commit ({modes['synchronous']} in synchronous_mode, "
-        f"{modes['asynchronous']} asynchronous); new primary wholly at 003 {states['003']}x, "
-        f"at 004 {states['004']}x",
-        "Tasks produced": f"{sum(produced.values()):,} acknowledged",
-        "Lost": f"{lost.get('synchronous', 0)} (synchronous); asynchronous: {lost_random} in "
-        f"the random rounds, {lost_commit:,} of {produced_commit:,} acknowledged with the "
-        f"replica stopped (+ {unstarted} tasks never started: History lost)",
-        "Duplicated-and-rejected": f"{sum(o.duplicated_rejected for o in outcomes):,}",
-        "Worst stall": f"promotion {fo[-1].promoted_s:.1f} s (median "
-        f"{fo[len(fo) // 2].promoted_s:.1f} s), PgBouncer repointed "
-        f"{max(f.repointed_s for f in fo):.1f} s after the kill",
-        "CI test (small scale)": CI_TEST,
-    }
-    details = [
-        "Each round: two v0.4 host processes produce and consume through PgBouncer on a "
-        "database of their own while `queueguard upgrade` migrates a fresh clone of the 003 "
-        "input (through PgBouncer and straight to the leader, alternately); the leader's node "
-        "dies (Patroni agent and postmaster with every child: SIGSTOP, then SIGKILL) at a "
-        "moment up to 0.5 s after one of 004's steps drawn at random (the last one ends just "
-        "before the commit); its leader key expires after the ttl and "
-        "Patroni promotes the replica, whose `on_role_change` callback rewrites PgBouncer's "
-        "`[databases]` entry to its own port and sends `RELOAD` on the admin console (PgBouncer "
-        "then closes the old server connections as they are released; clients stay connected). "
-        "The new primary must be wholly at 003 or at the golden 004, `queueguard upgrade` "
-        "rerun against it must reach the golden state and the head invariants, the hosts "
-        "must produce again, and after a drain every acknowledged append must have been "
-        "started (judged in synchronous mode, counted in asynchronous mode). The dead node "
-        "then rejoins as a replica (pg_rewind). Harness: `bench/topology/patroni.py`.",
-        "",
-        "The last two rounds kill the leader at 004's commit with the replica's WAL receiver "
-        "stopped (SIGSTOP) beforehand and 48 MB of WAL written after it (more than the "
-        "loopback sockets buffer), so nothing from then on reaches the replica: in "
-        "synchronous mode the upgrade's commit and the hosts' appends wait for the replica "
-        "and the node dies while the upgrade waits; in asynchronous mode they are "
-        "acknowledged (the runner exits 0, at 004) and the node dies after. What the "
-        "asynchronous rounds lose is what was acknowledged and not yet on the replica: with "
-        "the replica a few bytes behind (loopback, the random rounds) nothing, with the "
-        "replica stopped everything since.",
-        "",
-        "Judged in every round, whatever the mode: every append acknowledged after the "
-        "failover was started (unless the failover lost its History rows: created before it, "
-        "appended after, answered obsolete), and every committed task History does not show "
-        "started had been handed to a worker before the failover (its start was lost with "
-        "it) — anything else the runtime would have lost itself.",
-        "",
-        f"Command: `python -m bench.failover --failovers {args.failovers} --rows {args.rows}`. "
-        f"Uninterrupted upgrade of the input: {result.input.full_s:.1f} s. Upgrades killed at "
-        f"random moments: {rcs[2]} exited 2 with one line ({lost_lines} 'lost the server during "
-        f"revision 004', {rcs[2] - lost_lines} 'lost the server between revisions': after the "
-        f"commit), {rcs[0]} exited 0 (finished before the kill); every rerun reached the golden "
-        "state and the head invariants.",
-        "",
-        "| # | mode | upgrade via | kill | 004 step reached | replica behind | exit "
-        "| new primary | promoted | repointed | rerun | rejoin | acknowledged (after failover) "
-        "| lost |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|",
-    ]
-    for r in rounds:
-        o, f = r.outcome, r.failover
-        kill = (
-            "at 004's commit, replica stopped"
-            if r.kill == COMMIT_POINT
-            else f"{r.kill.delay:.2f} s after {r.kill.after.split()[1]}"
-        )
-        details.append(
-            f"| {r.number} | {r.mode} | {r.via} | {kill} | {r.phase} | {r.lag_bytes:,} B "
-            f"| {r.upgrade_rc} | {r.state} "
-            f"| {seconds(f.promoted_s) if f else '—'} | {seconds(f.repointed_s) if f else '—'} "
-            f"| {seconds(r.rerun_s)} | {seconds(r.rejoin_s)} "
-            + (f"| {o.produced:,} ({r.produced_after:,}) " if o else "| — ")
-            + (f"| {o.lost:,} + {r.lost_starts} never started |" if o and r.lost_starts else "")
-            + (f"| {o.lost:,} |" if o and not r.lost_starts else "")
-            + ("" if o else "| — |")
-        )
-    record(12, row, details)
 
 
 def main() -> None:

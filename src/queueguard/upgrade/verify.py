@@ -26,7 +26,7 @@ from queueguard.pg.connect import connection
 from queueguard.pg.scratch import ScratchDatabases, dbname_of
 from queueguard.revisions import MigrationSet
 from queueguard.style import paint
-from queueguard.upgrade import audit, catalog, compat, golden, legacy, online, state
+from queueguard.upgrade import audit, catalog, compat, golden, legacy, online, state, status
 from queueguard.upgrade.checksums import table_checksums
 from queueguard.upgrade.golden import Fixture, all_fixtures, get, load
 from queueguard.upgrade.manifest import online_files
@@ -284,29 +284,19 @@ def _online(
     with connection(db) as conn:  # what no fixture holds, compared alike (online.edges)
         edges.seed(conn)
         conn.commit()
+        work = edges.Work.read(conn)
     offline_edges = scratch.create(dbname_of(db))
     upgrade(offline_edges, progress=False, migrations=migrations)
     offline = _export(offline_edges)
-    sources = {str(r[0]) for r in _rows(db, _AUTO_SOURCES)}
-    expected = _rows(db, _WORK)[0]  # what the report must count
     probed = scratch.create(dbname_of(db))
     knobs = online.Knobs(batch_size=2, max_lag_s=None)
     expanded = online.run(db, phase="expand", knobs=knobs, migrations=migrations)
     fleet = Fleet(db)
     report = online.run(db, knobs=knobs, migrations=migrations, tell=fleet.tell)
-    problems = fleet.problems()
-    largest = max(expanded.largest_batch, report.largest_batch)
-    if largest > knobs.batch_size:
-        problems.append(f"a batch touched {largest} rows or queues, above --batch-size 2")
-    counted = _done(expanded, report)
-    if counted != tuple(expected):
-        problems.append(
-            "the report counts (counters repaired, rows relocated, directives) "
-            f"{counted}, the input held {tuple(expected)}"
-        )
+    problems = fleet.problems() + work.problems([expanded, report], knobs.batch_size)
     mine = _export(db)
     mine["queues"] = [q for q in mine["queues"] if not q["physicalQueue"].startswith(FLEET)]
-    problems += equivalence.quiescent_differences(offline, mine, sources=sources)
+    problems += equivalence.quiescent_differences(offline, mine, sources=set(work.sources))
     if _rows(db, _LEDGER) != _rows(offline_db, _LEDGER):
         problems.append("the ledger differs from the offline upgrade's")
     problems += catalog.diff(fresh_catalog, _catalog(db))
@@ -324,32 +314,8 @@ def _online(
     return Check("online", not problems and report.phase == "done", detail)
 
 
-_AUTO_SOURCES = (
-    "SELECT DISTINCT t.physical_queue FROM tasks t JOIN task_queues q USING (physical_queue) "
-    "WHERE q.version = 'auto'"
-)
-_LEDGER = "SELECT revision, sha256 FROM queueguard_migrations ORDER BY revision"
-#: what the online path has to do on a quiescent input: stale counters, rows in legacy @auto
-#: queues, other rows without their directive
-_WORK = """
-SELECT (SELECT count(*) FROM task_queues q
-        WHERE q.last_task_id < (SELECT max(task_id) FROM tasks t
-                                WHERE t.physical_queue = q.physical_queue)),
-       (SELECT count(*) FROM tasks t JOIN task_queues q USING (physical_queue)
-        WHERE q.version = 'auto'),
-       (SELECT count(*) FROM tasks t JOIN task_queues q USING (physical_queue)
-        WHERE q.version <> 'auto' AND NOT (t.data -> 'task' ? 'versionDirective'))
-"""
+_LEDGER = status.Q["ledger"]
 FLEET = f"{NAMESPACE}/"
-
-
-def _done(*reports: online.OnlineReport) -> tuple[int, int, int]:
-    """Counters repaired, rows relocated and directives given over several runs."""
-    return (
-        sum(r.counters_repaired for r in reports),
-        sum(r.rows_relocated for r in reports),
-        sum(r.directives for r in reports),
-    )
 
 
 def _rows(dsn: str, sql: str) -> list[tuple[Any, ...]]:

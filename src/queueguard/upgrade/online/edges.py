@@ -1,4 +1,6 @@
-"""Edge cases of the online path that no golden fixture holds, added by verify's `online` check
+"""The input of verify's `online` check beyond the fixture, and what the path must do with it.
+
+Edge cases of the online path that no golden fixture holds, added by verify's `online` check
 to each fixture's database before it compares the online path with offline 004 on the same
 input: a legacy `@auto` queue whose top rows were acked and purged (last_task_id above its
 highest row), one without a default sibling, one with a stale counter, an empty one, a pinned
@@ -18,6 +20,7 @@ from psycopg.rows import TupleRow
 
 from queueguard.pg.sqlfiles import queries
 from queueguard.upgrade.legacy.workers import LegacyQueue
+from queueguard.upgrade.online.report import OnlineReport
 
 Q = queries("queueguard.upgrade", "online_edges.sql")
 NAMESPACE = "queueguard-edges"
@@ -96,3 +99,41 @@ def _run(conn: Connection[TupleRow], queue: LegacyQueue, task_id: int, kind: str
             },
         )
     return run
+
+
+@dataclass(frozen=True)
+class Work:
+    """What the online path has to do on a quiescent input (read before it runs)."""
+
+    counters: int  # stale counters to repair
+    relocations: int  # rows in legacy @auto queues
+    directives: int  # other rows without their directive
+    sources: frozenset[str]  # the @auto queues that hold rows
+
+    @classmethod
+    def read(cls, conn: Connection[TupleRow]) -> Work:
+        row = conn.execute(Q["work"]).fetchone()
+        assert row is not None
+        sources = frozenset(str(r[0]) for r in conn.execute(Q["auto_sources"]))
+        return cls(int(row[0]), int(row[1]), int(row[2]), sources)
+
+    def problems(self, reports: list[OnlineReport], batch_size: int) -> list[str]:
+        """What the runs' reports say they did, against the input; no batch above the size."""
+        found = []
+        largest = max(r.largest_batch for r in reports)
+        if largest > batch_size:
+            found.append(
+                f"a batch touched {largest} rows or queues, above --batch-size {batch_size}"
+            )
+        done = (
+            sum(r.counters_repaired for r in reports),
+            sum(r.rows_relocated for r in reports),
+            sum(r.directives for r in reports),
+        )
+        expected = (self.counters, self.relocations, self.directives)
+        if done != expected:
+            found.append(
+                "the report counts (counters repaired, rows relocated, directives) "
+                f"{done}, the input held {expected}"
+            )
+        return found

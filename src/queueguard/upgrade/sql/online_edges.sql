@@ -17,3 +17,19 @@ VALUES (%(key)s, %(task_id)s, %(data)s,
 INSERT INTO executions (run_id, namespace, workflow_id, status, versioning_behavior,
                         deployment_version)
 VALUES (%(run_id)s, %(namespace)s, %(workflow_id)s, 'running', %(behavior)s, %(deployment)s);
+
+-- name: auto_sources
+-- The legacy @auto queues that hold rows (each ends one fence higher online than offline).
+SELECT DISTINCT t.physical_queue FROM tasks t JOIN task_queues q USING (physical_queue)
+WHERE q.version = 'auto';
+
+-- name: work
+-- What the online path has to do on a quiescent input: stale counters, rows in legacy @auto
+-- queues, other rows without their directive.
+SELECT (SELECT count(*) FROM task_queues q
+        WHERE q.last_task_id < (SELECT max(task_id) FROM tasks t
+                                WHERE t.physical_queue = q.physical_queue)),
+       (SELECT count(*) FROM tasks t JOIN task_queues q USING (physical_queue)
+        WHERE q.version = 'auto'),
+       (SELECT count(*) FROM tasks t JOIN task_queues q USING (physical_queue)
+        WHERE q.version <> 'auto' AND NOT (t.data -> 'task' ? 'versionDirective'));
