@@ -35,6 +35,7 @@ class Shape:
     ack_level: int
     last_task_id: int
     ids: tuple[int, ...]
+    namespace: str = NAMESPACE
 
 
 SHAPES = (
@@ -46,7 +47,8 @@ SHAPES = (
     Shape("stale", "auto", 2, 2, 4, (1, 2, 3, 4, 5, 6)),
     Shape("drained", "auto", 4, 3, 3, ()),
     Shape("pinned", "dep.1", 1, 1, 4, (2, 3, 4)),
-    Shape("long", "", 1, 0, 20, tuple(range(1, 21))),  # more rows than a few batches
+    # more rows than a few batches, under a hostile name whose key sorts before most others
+    Shape("long", "", 1, 0, 20, tuple(range(1, 21)), "100% ünïcødé"),
 )
 #: History's answer for the n-th row of a queue, in turn
 RUN_KINDS = ("auto_upgrade", "unknown", "pinned", "not-a-uuid", "unversioned")
@@ -55,7 +57,7 @@ RUN_KINDS = ("auto_upgrade", "unknown", "pinned", "not-a-uuid", "unversioned")
 def seed(conn: Connection[TupleRow]) -> None:
     """Add the edge cases to a database at revision 003 (the caller commits)."""
     for shape in SHAPES:
-        queue = LegacyQueue(NAMESPACE, shape.family, version=shape.version)
+        queue = LegacyQueue(shape.namespace, shape.family, version=shape.version)
         conn.execute(
             Q["queue"],
             {
@@ -69,7 +71,7 @@ def seed(conn: Connection[TupleRow]) -> None:
             run = _run(conn, queue, task_id, RUN_KINDS[n % len(RUN_KINDS)])
             data = {
                 "task": {
-                    "namespace": NAMESPACE,
+                    "namespace": queue.namespace,
                     "workflowId": f"wf-{shape.family}-{task_id}",
                     "runId": run,
                     "kind": queue.task_type,
@@ -92,7 +94,7 @@ def _run(conn: Connection[TupleRow], queue: LegacyQueue, task_id: int, kind: str
             Q["execution"],
             {
                 "run_id": run,
-                "namespace": NAMESPACE,
+                "namespace": queue.namespace,
                 "workflow_id": f"wf-{queue.task_queue}-{task_id}",
                 "behavior": kind,
                 "deployment": "dep.1" if kind == "pinned" else None,
