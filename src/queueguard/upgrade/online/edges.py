@@ -18,12 +18,14 @@ from dataclasses import dataclass
 from psycopg import Connection
 from psycopg.rows import TupleRow
 
+from queueguard.core.history import task_payload
 from queueguard.pg.sqlfiles import queries
 from queueguard.upgrade.legacy.workers import LegacyQueue
 from queueguard.upgrade.online.report import OnlineReport
 
 Q = queries("queueguard.upgrade", "online_edges.sql")
 NAMESPACE = "queueguard-edges"
+ENQUEUED = "2026-01-01T00:00:00Z"
 _RUNS = uuid.UUID("5b0e6a52-31f4-4c59-9a6e-0c3f1e2d7a10")  # names the generated run ids
 
 
@@ -69,17 +71,10 @@ def seed(conn: Connection[TupleRow]) -> None:
         )
         for n, task_id in enumerate(shape.ids):
             run = _run(conn, queue, task_id, RUN_KINDS[n % len(RUN_KINDS)])
-            data = {
-                "task": {
-                    "namespace": queue.namespace,
-                    "workflowId": f"wf-{shape.family}-{task_id}",
-                    "runId": run,
-                    "kind": queue.task_type,
-                    "scheduledEventId": task_id,
-                    "attempt": 1,
-                },
-                "enqueuedAt": "2026-01-01T00:00:00Z",
-            }
+            workflow = f"wf-{shape.family}-{task_id}"
+            data = task_payload(
+                queue.namespace, workflow, run, queue.task_type, task_id, enqueued_at=ENQUEUED
+            )
             conn.execute(
                 Q["task"], {"key": queue.key, "task_id": task_id, "data": json.dumps(data)}
             )
