@@ -75,7 +75,8 @@ class _OldHost(threading.Thread):
     def __init__(self, dsn: str, runs: _Runs, period_s: float) -> None:
         super().__init__(daemon=True)
         self.dsn, self.runs, self.period_s = dsn, runs, period_s
-        self.failure, self.reload, self.failed_at = "", "", 0.0
+        self.failure, self.reload = "", ""
+        self.failed_at: float | None = None  # monotonic time of the refused write, if any
         self.stop = threading.Event()
 
     def run(self) -> None:
@@ -141,7 +142,8 @@ def run_handover(
     try:
         deadline = v04_start + 60
         while time.monotonic() < deadline and (
-            old.is_alive() or time.monotonic() < old.failed_at + tail_s
+            old.is_alive()
+            or (old.failed_at is not None and time.monotonic() < old.failed_at + tail_s)
         ):
             _new_round(matching, shared, produce=True)
             time.sleep(period_s)
@@ -154,7 +156,7 @@ def run_handover(
         store.close()
     end = time.monotonic()
     times = sorted(t for t, _, _ in shared.delivered)
-    out = old.failed_at or end
+    out = end if old.failed_at is None else old.failed_at
     last_old = max((t for t, v, _ in shared.delivered if v == "v0.3"), default=v04_start)
     first_new = min(
         (t for t, v, _ in shared.delivered if v == "v0.4" and t >= last_old), default=end

@@ -69,10 +69,10 @@ class _Sampler(threading.Thread):
 
     def run(self) -> None:
         with connection(self.dsn, autocommit=True) as conn:
-            last = 0.0
+            last: float | None = None  # not sampled yet (monotonic's zero is arbitrary)
             while not self.done.is_set():
                 self.peak_kib = max(self.peak_kib, _hwm_kib(self.pid))
-                if time.monotonic() - last >= 0.025:
+                if last is None or time.monotonic() - last >= 0.025:
                     last = time.monotonic()
                     rows = conn.execute(
                         "SELECT a.pid, w.wal_bytes FROM pg_stat_activity a,"

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import sys
 import time
+from collections.abc import Callable
 from typing import TextIO
 
 from queueguard.upgrade.online.report import Progress
@@ -34,10 +35,18 @@ def line(event: Progress) -> str:
 class Reporter:
     """`tell` for `queueguard.upgrade.online.run`."""
 
-    def __init__(self, stream: TextIO | None = None, every_s: float = 5.0) -> None:
+    def __init__(
+        self,
+        stream: TextIO | None = None,
+        every_s: float = 5.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.stream = stream or sys.stderr
         self.tty = self.stream.isatty()
         self.every_s = every_s
+        self.clock = clock
+        # When each step last printed a line. A step that never printed has no entry: the
+        # monotonic clock's zero is arbitrary (the boot on Linux), so 0.0 cannot mean "never".
         self._last: dict[str, float] = {}
         self._bar_open = False
 
@@ -49,8 +58,9 @@ class Reporter:
         if self.tty:
             self._bar(event)
             return
-        key, now = f"{event.phase}/{event.step}", time.monotonic()
-        if now - self._last.get(key, 0.0) >= self.every_s:
+        key, now = f"{event.phase}/{event.step}", self.clock()
+        last = self._last.get(key)
+        if last is None or now - last >= self.every_s:
             self._last[key] = now
             print(f"  {line(event)}", file=self.stream, flush=True)
 

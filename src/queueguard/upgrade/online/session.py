@@ -171,7 +171,8 @@ class Session:
                 return result
             except _LeaseBusy:
                 self.conn.rollback()
-                busy_since = busy_since or time.monotonic()
+                if busy_since is None:
+                    busy_since = time.monotonic()
                 waited = time.monotonic() - busy_since
                 if waited >= self.knobs.wait_s:
                     raise MigratorBusy(self._holder(), waited) from None
