@@ -2,6 +2,8 @@
 
 Import only into an empty database (it gets the head schema first) or an empty head-schema
 one; the document is validated before anything is written, and loaded in one transaction.
+An import that fails after installing the head schema into an empty database drops what it
+installed: the database is left as it was found.
 """
 
 from __future__ import annotations
@@ -9,14 +11,18 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from psycopg import sql
+
 from queueguard import revisions, snapshot
 from queueguard.errors import QueueguardError, UsageError
 from queueguard.pg.connect import connection
+from queueguard.pg.sqlfiles import queries
 from queueguard.stores import schema
 from queueguard.upgrade import state, topology
 from queueguard.upgrade.runner import upgrade
 
 Doc = dict[str, Any]
+Q = queries("queueguard.upgrade", "snapshots.sql")
 
 
 def export(dsn: str) -> Doc:
@@ -40,6 +46,7 @@ def import_into(dsn: str, doc: Doc) -> None:
     with connection(dsn) as conn:
         with conn.cursor() as cursor:
             topology.refuse_standby(cursor, "import snapshots into")
+            before = _schema_objects(cursor)
         found = schema.inspect(conn)
     if found.tables and found.revision != head:
         raise QueueguardError(
@@ -47,5 +54,33 @@ def import_into(dsn: str, doc: Doc) -> None:
             "an empty head-schema database"
         )
     upgrade(dsn, progress=False)  # head schema for an empty database; no-op at head
-    with connection(dsn) as conn, conn.transaction():
-        state.load_document(conn, doc)
+    try:
+        with connection(dsn) as conn, conn.transaction():
+            state.load_document(conn, doc)
+    except BaseException as exc:
+        if not found.tables:
+            try:
+                _drop_installed(dsn, before)
+            except Exception as cleanup:  # e.g. the server is gone: say so, keep the cause
+                exc.add_note(f"the head schema installed for the import is left: {cleanup}")
+        raise
+
+
+def _schema_objects(cursor: Any) -> set[tuple[str, str]]:
+    """(DROP keyword, quoted name) of the current schema's objects (catalog only)."""
+    cursor.execute(Q["schema_objects"])
+    return {(str(kind), str(name)) for kind, name in cursor.fetchall()}
+
+
+def _drop_installed(dsn: str, before: set[tuple[str, str]]) -> None:
+    """Drop, in one transaction, every object the head-schema install added (views, then
+    tables, then the functions and types they use; CASCADE takes their indexes and owned
+    sequences)."""
+    with connection(dsn) as conn, conn.transaction(), conn.cursor() as cursor:
+        cursor.execute(Q["schema_objects"])
+        for kind, name in cursor.fetchall():
+            if (kind, name) not in before:
+                # `name` is PostgreSQL's own quoted text of the object (regclass/regprocedure)
+                cursor.execute(
+                    sql.SQL("DROP {} IF EXISTS {} CASCADE").format(sql.SQL(kind), sql.SQL(name))
+                )
