@@ -4,14 +4,11 @@ from __future__ import annotations
 
 import os
 import platform
-from typing import TYPE_CHECKING
 
 from bench.common.commands import shown
 from bench.online.gaps import Gaps
 from bench.online.measure import CommandRun
-
-if TYPE_CHECKING:
-    from bench.online.benchmark import Results, Settings
+from bench.online.results import Results, Settings
 
 GOAL_S = 1.0
 
@@ -26,7 +23,7 @@ def _mib(value: float) -> str:
 
 def command(settings: Settings) -> str:
     """The command that reproduces the run: non-default settings spelled out."""
-    defaults = type(settings)()  # not imported: under `python -m` that is a second copy
+    defaults = Settings()
     args = ["--rows", str(settings.rows), "--queues", str(settings.queues)]
     if settings.hosts != defaults.hosts:
         args += ["--hosts", str(settings.hosts)]
