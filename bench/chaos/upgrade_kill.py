@@ -31,7 +31,7 @@ from bench.common.commands import QUEUEGUARD
 from bench.common.databases import query, scratch_databases
 from bench.common.fingerprints import revision, upgrade_state
 from bench.common.report import record, say, seconds
-from bench.common.v3_database import build_template
+from bench.common.v3_database import build_template, first_step_at
 from bench.common.workload import rng
 from queueguard.pg.scratch import dbname_of
 
@@ -61,25 +61,6 @@ def timed_upgrade(dsn: str) -> tuple[float, subprocess.CompletedProcess[str]]:
         [QUEUEGUARD, "upgrade", "--dsn", dsn], capture_output=True, text=True, timeout=600
     )
     return time.monotonic() - started, done
-
-
-def first_step_at(dsn: str) -> tuple[float, float]:
-    """(seconds until 004's first step reported, seconds until exit) of one upgrade."""
-    started = time.monotonic()
-    proc = subprocess.Popen(
-        [QUEUEGUARD, "upgrade", "--dsn", dsn],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    assert proc.stderr is not None
-    first = None
-    for line in proc.stderr:
-        if first is None and line.strip().startswith("004 "):
-            first = time.monotonic() - started
-    assert proc.wait(600) == 0
-    total = time.monotonic() - started
-    return (first if first is not None else 0.0), total
 
 
 @dataclass

@@ -11,7 +11,8 @@
   optionally also listening on 127.0.0.1 with password authentication) that a scenario may
   stop, crash and restart without disturbing anybody else;
 - `v3_database` and `fingerprints`: the 003 database the upgrade scenarios and benchmarks
-  migrate, and the fingerprints that tell whether a database changed;
+  migrate (and when an uninterrupted upgrade of it reaches 004's first step, where scenarios
+  3 and 12 aim their kills), and the fingerprints that tell whether a database changed;
 - `audit`: a row trigger on `task_queues` (test instrumentation, scratch databases only) that
   records every committed load, append and checkpoint with the writer's `application_name`;
   row locks make its sequence the commit order per queue, so a stale owner's commit after a

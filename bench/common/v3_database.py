@@ -1,7 +1,12 @@
-"""The 003 database the upgrade scenarios migrate: legacy `@auto` queues, History, counters."""
+"""The 003 database the upgrade scenarios migrate (legacy `@auto` queues, History, counters),
+and when an uninterrupted upgrade of it reaches 004 (where their kills aim)."""
 
 from __future__ import annotations
 
+import subprocess
+import time
+
+from bench.common.commands import QUEUEGUARD
 from bench.common.databases import query
 from queueguard.pg.scratch import ScratchDatabases
 from queueguard.upgrade.runner import upgrade
@@ -54,3 +59,22 @@ def build_template(databases: ScratchDatabases, rows: int, families: int = FAMIL
     upgrade(dsn, to="003", progress=False)
     seed_v3(dsn, rows, families)
     return dsn
+
+
+def first_step_at(dsn: str) -> tuple[float, float]:
+    """(seconds until 004's first step reported, seconds until exit) of one upgrade."""
+    started = time.monotonic()
+    proc = subprocess.Popen(
+        [QUEUEGUARD, "upgrade", "--dsn", dsn],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    assert proc.stderr is not None
+    first = None
+    for line in proc.stderr:
+        if first is None and line.strip().startswith("004 "):
+            first = time.monotonic() - started
+    assert proc.wait(600) == 0
+    total = time.monotonic() - started
+    return (first if first is not None else 0.0), total

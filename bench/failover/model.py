@@ -6,11 +6,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from bench.chaos.upgrade_kill import first_step_at
 from bench.common.databases import create_database, query
 from bench.common.fingerprints import upgrade_state
 from bench.common.ledger import Outcome
-from bench.common.v3_database import seed_v3
+from bench.common.v3_database import first_step_at, seed_v3
 from bench.topology.patroni import Failover, PatroniCluster
 from queueguard import revisions
 from queueguard.pg.connect import connection
