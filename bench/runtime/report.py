@@ -34,8 +34,8 @@ def render(args: argparse.Namespace, results: Results, server: str) -> str:
         f"{os.cpu_count()} CPUs, Python {platform.python_version()}; "
         f"producers {args.producers}, consumers {args.consumers}; synchronous_commit on).",
         "",
-        "What is compared: queueguard **one-by-one** (Matching's defaults, the seed's path and "
-        "what `queueguard demo` shows: one append transaction per spooled task, one History "
+        "What is compared: queueguard **one-by-one** (Matching's defaults and what "
+        "`queueguard demo` shows: one append transaction per spooled task, one History "
         "start per delivery, a checkpoint after every ack that moves the ack level) and "
         "**batched** (`Matching(spool_batch=1000, checkpoint_every=1000, "
         "checkpoint_interval=0.05)` with consumers calling `poll_batch(queue, 100)`: "

@@ -31,7 +31,10 @@ from queueguard.runtime.matching import Matching
 from queueguard.stores.postgres import PostgresStore
 
 QUEUEGUARD_MODES: dict[str, dict[str, Any]] = {
-    "one-by-one": {},  # Matching's defaults: the seed's path
+    # Matching's defaults, the runtime's path before its batching options: one append
+    # transaction per spooled task, one History start per delivery, a checkpoint after every
+    # ack that moves the ack level
+    "one-by-one": {},
     "batched": {
         "spool_batch": 1000,
         "checkpoint_every": 1000,
