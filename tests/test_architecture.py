@@ -9,7 +9,8 @@ inside functions): no import cycle, and each package imports only the layers bel
     testing, cli, queueguard        the pytest plugin, the command line, the public API
 
 bench/ (benchmarks and chaos scenarios, not shipped) keeps the same shape: no import cycle,
-one folder per concern and at most 12 modules at its top; queueguard never imports it.
+one folder per concern sharing code only through bench.common (and bench.topology), at most
+12 modules at its top; queueguard never imports it.
 """
 
 from __future__ import annotations
@@ -24,6 +25,9 @@ SRC = Path(queueguard.__file__).parent
 BENCH = Path(bench.__file__).parent
 #: modules and packages bench/ may hold at its top (its content lives in one folder per concern)
 BENCH_TOP_MAX = 12
+#: bench/'s folders that others may import: the helpers more than one concern uses (common)
+#: and the production parts they start (topology, itself on common)
+BENCH_SHARED = {"common": set(), "topology": {"common"}}
 LEAVES = {"errors", "resources", "style"}
 #: package (first component below queueguard) -> the packages it may import
 ALLOWED: dict[str, set[str]] = {
@@ -136,6 +140,24 @@ def test_bench_keeps_its_top_small() -> None:
         + [f"{p.name}/" for p in BENCH.iterdir() if (p / "__init__.py").is_file()]
     )
     assert len(top) <= BENCH_TOP_MAX, top
+
+
+def test_bench_folders_share_code_only_through_common_and_topology() -> None:
+    """A concern (chaos, failover, online, …) imports its own modules, bench.common and
+    bench.topology, never another concern's: what two of them use lives in bench.common."""
+
+    def folder(module: str) -> str:
+        parts = module.split(".")
+        return parts[1] if len(parts) > 1 else "bench"
+
+    breaches = [
+        f"{module} imports {target}"
+        for module, targets in sorted(_graph(BENCH).items())
+        for target in sorted(targets)
+        if folder(target) != folder(module)
+        and folder(target) not in BENCH_SHARED.get(folder(module), set(BENCH_SHARED))
+    ]
+    assert breaches == []
 
 
 def test_queueguard_never_imports_bench() -> None:
