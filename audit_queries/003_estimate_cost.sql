@@ -9,7 +9,7 @@
 --           task_queues, tasks and runtime_protocol. Row counts come from the planner
 --           statistics (pg_class.reltuples) when tasks has been analyzed, else from a count;
 --           relocated rows are counted exactly through the tasks primary key. Factors and
---           the rewrite rate were measured by bench/preflight.py (docs/benchmarks.md);
+--           the rewrite rate were measured by bench/preflight/benchmark.py (docs/benchmarks.md);
 --           queueguard.rewrite_rows_per_s overrides the rate with one measured on your
 --           hardware (e.g. by `queueguard rehearse` on a copy).
 -- Cost:     catalog lookups, an index range scan per legacy @auto queue (rows it holds), and

@@ -7,6 +7,10 @@ inside functions): no import cycle, and each package imports only the layers bel
     runtime, stores -> snapshot     the runtime half
     upgrade, lint                   the upgrade half
     testing, cli, queueguard        the pytest plugin, the command line, the public API
+
+bench/ (benchmarks and chaos scenarios, not shipped) keeps the same shape: no import cycle,
+one folder per concern sharing code only through bench.common (and bench.topology), at most
+12 modules at its top; queueguard never imports it.
 """
 
 from __future__ import annotations
@@ -14,9 +18,16 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+import bench
 import queueguard
 
 SRC = Path(queueguard.__file__).parent
+BENCH = Path(bench.__file__).parent
+#: modules and packages bench/ may hold at its top (its content lives in one folder per concern)
+BENCH_TOP_MAX = 12
+#: bench/'s folders that others may import: the helpers more than one concern uses (common)
+#: and the production parts they start (topology, itself on common)
+BENCH_SHARED = {"common": set(), "topology": {"common"}}
 LEAVES = {"errors", "resources", "style"}
 #: package (first component below queueguard) -> the packages it may import
 ALLOWED: dict[str, set[str]] = {
@@ -37,30 +48,31 @@ RUNTIME_HALF = {"core", "runtime", "stores", "snapshot"}
 UPGRADE_HALF = {"upgrade", "lint"}
 
 
-def _module_name(path: Path) -> str:
-    parts = list(path.relative_to(SRC.parent).with_suffix("").parts)
+def _module_name(path: Path, root: Path = SRC) -> str:
+    parts = list(path.relative_to(root.parent).with_suffix("").parts)
     if parts[-1] == "__init__":
         parts.pop()
     return ".".join(parts)
 
 
-def _modules() -> dict[str, Path]:
-    return {_module_name(p): p for p in SRC.rglob("*.py")}
+def _modules(root: Path = SRC) -> dict[str, Path]:
+    return {_module_name(p, root): p for p in root.rglob("*.py")}
 
 
-def _imports(name: str, path: Path, known: set[str]) -> set[str]:
-    """queueguard modules `name` imports (a `from pkg import sub` counts as the submodule)."""
+def _imports(name: str, path: Path, known: set[str], top: str = "queueguard") -> set[str]:
+    """Modules of the package `top` that `name` imports (a `from pkg import sub` counts as
+    the submodule)."""
     found: set[str] = set()
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
         if isinstance(node, ast.Import):
-            found |= {a.name for a in node.names if a.name.startswith("queueguard")}
+            found |= {a.name for a in node.names if a.name.split(".")[0] == top}
         elif isinstance(node, ast.ImportFrom):
             base = node.module or ""
             if node.level:
                 base = ".".join(package.split(".")[: len(package.split(".")) - node.level + 1])
                 base = f"{base}.{node.module}" if node.module else base
-            if not base.startswith("queueguard"):
+            if base.split(".")[0] != top:
                 continue
             for alias in node.names:
                 sub = f"{base}.{alias.name}"
@@ -68,19 +80,13 @@ def _imports(name: str, path: Path, known: set[str]) -> set[str]:
     return found & known
 
 
-def _graph() -> dict[str, set[str]]:
-    modules = _modules()
+def _graph(root: Path = SRC) -> dict[str, set[str]]:
+    modules = _modules(root)
     known = set(modules)
-    return {name: _imports(name, path, known) - {name} for name, path in modules.items()}
+    return {name: _imports(name, path, known, root.name) - {name} for name, path in modules.items()}
 
 
-def _layer(module: str) -> str:
-    parts = module.split(".")
-    return parts[1] if len(parts) > 1 else "queueguard"
-
-
-def test_no_import_cycle() -> None:
-    graph = _graph()
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
     state: dict[str, int] = {}
     cycles: list[list[str]] = []
 
@@ -96,7 +102,69 @@ def test_no_import_cycle() -> None:
     for node in sorted(graph):
         if node not in state:
             visit(node, [node])
-    assert cycles == []
+    return cycles
+
+
+def _layer(module: str) -> str:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else "queueguard"
+
+
+def test_no_import_cycle() -> None:
+    assert _cycles(_graph()) == []
+
+
+def test_the_cycle_finder_finds_cycles() -> None:
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"d"}, "e": {"a"}}
+    assert _cycles(graph) == [["a", "b", "c", "a"], ["d", "d"]]
+
+
+def test_no_import_cycle_in_bench() -> None:
+    """Every import counts, those under `if TYPE_CHECKING:` and inside functions too: a
+    cycle hidden there is still two modules that cannot be understood one without the
+    other."""
+    assert _cycles(_graph(BENCH)) == []
+
+
+def test_the_checker_sees_bench_imports() -> None:
+    graph = _graph(BENCH)
+    assert "bench.chaos.crash" in graph["bench.chaos.pooler_crash"]  # from bench.chaos import
+    assert "bench.common.commands" in graph["bench.common.host_process"]
+
+
+def test_bench_keeps_its_top_small() -> None:
+    """bench/ holds one folder per concern (chaos, failover, online, …) and the helpers they
+    share in bench/common/, not a flat list of prefixed scripts."""
+    top = sorted(
+        [p.name for p in BENCH.glob("*.py")]
+        + [f"{p.name}/" for p in BENCH.iterdir() if (p / "__init__.py").is_file()]
+    )
+    assert len(top) <= BENCH_TOP_MAX, top
+
+
+def test_bench_folders_share_code_only_through_common_and_topology() -> None:
+    """A concern (chaos, failover, online, …) imports its own modules, bench.common and
+    bench.topology, never another concern's: what two of them use lives in bench.common."""
+
+    def folder(module: str) -> str:
+        parts = module.split(".")
+        return parts[1] if len(parts) > 1 else "bench"
+
+    breaches = [
+        f"{module} imports {target}"
+        for module, targets in sorted(_graph(BENCH).items())
+        for target in sorted(targets)
+        if folder(target) != folder(module)
+        and folder(target) not in BENCH_SHARED.get(folder(module), set(BENCH_SHARED))
+    ]
+    assert breaches == []
+
+
+def test_queueguard_never_imports_bench() -> None:
+    """bench/ is not in the wheel: an import of it would fail on every install."""
+    known = set(_modules(BENCH))
+    imports = {name: _imports(name, path, known, "bench") for name, path in _modules().items()}
+    assert {name: found for name, found in imports.items() if found} == {}
 
 
 def test_each_package_imports_only_the_layers_below_it() -> None:

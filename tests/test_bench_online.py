@@ -1,4 +1,4 @@
-"""The online-upgrade benchmark at CI scale (bench/online_upgrade.py; full-scale figures in
+"""The online-upgrade benchmark at CI scale (bench/online/benchmark.py; full-scale figures in
 docs/benchmarks.md, "Online upgrade"): its semantic claims hold on every run. Timings only
 with generous slack: the machine is shared."""
 
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from bench.online_upgrade import run
+from bench.online.benchmark import run
 
 
 @pytest.mark.slow  # ≈ 30 s: two upgrades of a 5,000-row database with a fleet running

@@ -1,8 +1,8 @@
 """Reliability, CI scale: hostile input (docs/reliability.md scenario 7).
 
 Strategies and properties live in `bench/chaos/fuzz/` (the full-scale run,
-`python -m bench.chaos_fuzz`, uses them too): every input is accepted correctly or rejected
-with a typed error, and nothing is partially written. 1,000 examples per pure target; 100
+`python -m bench.chaos.hostile_input`, uses them too): every input is accepted correctly or
+rejected with a typed error, and nothing is partially written. 1,000 examples per pure target; 100
 where each example touches a database or runs the CLI in-process; the spawned-CLI target
 runs 20 here and 200 in the bench.
 """

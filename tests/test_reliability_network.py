@@ -13,10 +13,10 @@ from collections.abc import Iterator
 import psycopg
 import pytest
 
-from bench import chaos_connection, chaos_unknown_commit
-from bench.chaos.databases import create_database, query
+from bench.chaos import connection, unknown_commit
 from bench.chaos.proxy import REPLY_LOST, REQUEST_LOST, TcpProxy, wait_backend_gone
-from bench.chaos.servers import ScratchServer
+from bench.common.databases import create_database, query
+from bench.common.servers import ScratchServer
 
 
 @pytest.fixture(scope="module")
@@ -57,7 +57,7 @@ def test_the_proxy_cuts_after_the_commit_was_sent(
 def test_unknown_commit_outcome() -> None:
     """Appends, checkpoints and loads cut after COMMIT: the reader never skips, ids stay
     consecutive, committed tasks all start, rolled-back ones never do."""
-    result = chaos_unknown_commit.run(faults=24, seed=8, log=print)
+    result = unknown_commit.run(faults=24, seed=8, log=print)
     print(result.as_json())
     assert result.faults[("append", REPLY_LOST)] > 0
     assert result.faults[("append", REQUEST_LOST)] > 0
@@ -72,9 +72,9 @@ def test_database_restarts_mid_stream() -> None:
     range, resume above the saved ack level; nothing confirmed is lost."""
     # 2.5-3.5 s between restarts: each host notices, backs off, reconnects and reloads every
     # queue in between, also on a loaded 2-core machine (1-2 s was not always enough there).
-    result = chaos_connection.run(restarts=2, pause=(2.5, 3.5), down=(0.2, 0.6), seed=5, log=print)
+    result = connection.run(restarts=2, pause=(2.5, 3.5), down=(0.2, 0.6), seed=5, log=print)
     print(result.as_json())
-    chaos_connection.check(result)
+    connection.check(result)
 
 
 def test_a_scratch_server_listens_on_tcp_only_when_asked(

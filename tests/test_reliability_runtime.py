@@ -1,6 +1,6 @@
 """Reliability, CI scale: runtime crashes and conflicting membership (docs/reliability.md).
 
-The scenarios are `bench/chaos_crash.py` and `bench/chaos_membership.py` run small; the full
+The scenarios are `bench/chaos/crash.py` and `bench/chaos/membership.py` run small; the full
 scale and the report table come from the scripts themselves.
 """
 
@@ -12,9 +12,9 @@ from typing import Any
 import psycopg
 import pytest
 
-from bench import chaos_crash, chaos_membership
-from bench.chaos.audit import check_audit, check_task_audit, install_audit, read_audit
-from bench.chaos.workload import identity
+from bench.chaos import crash, membership
+from bench.common.audit import check_audit, check_task_audit, install_audit, read_audit
+from bench.common.workload import identity
 from queueguard.core.history import task_payload
 from queueguard.core.keys import PhysicalQueue
 from queueguard.core.store import Execution, StartOutcome
@@ -29,16 +29,16 @@ Q = PhysicalQueue("ns", "reliability")
 @pytest.mark.parametrize(("mode", "kills"), [("one-by-one", 3), ("batched", 2)])
 def test_crash_under_load(mode: str, kills: int) -> None:
     """Three host processes, SIGKILLs of random hosts: nothing lost, no stale commit."""
-    result = chaos_crash.run(kills=kills, pause=(0.5, 1.2), mode=mode, log=print)
+    result = crash.run(kills=kills, pause=(0.5, 1.2), mode=mode, log=print)
     print(result.as_json())
-    chaos_crash.check(result)
+    crash.check(result)
 
 
 def test_conflicting_membership() -> None:
     """Two hosts that each think they own every queue: every takeover fences the other."""
-    result = chaos_membership.run(duration=3.0, log=print)
+    result = membership.run(duration=3.0, log=print)
     print(result.as_json())
-    chaos_membership.check(result)
+    membership.check(result)
 
 
 def test_the_audit_catches_a_stale_commit(head_db: str) -> None:

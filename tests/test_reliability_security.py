@@ -1,22 +1,21 @@
 """Reliability, CI scale: least privilege and password hygiene (docs/reliability.md 9).
 
-`python -m bench.chaos_privileges --quick`: owner, read-only and DML-only roles with
+`python -m bench.chaos.least_privilege --quick`: owner, read-only and DML-only roles with
 passwords on a private scratch server listening on 127.0.0.1; every check of the full run,
 fewer DSN forms.
 """
 
 from __future__ import annotations
 
-from bench import chaos_privileges
-from bench.chaos import privileges
-from bench.chaos.databases import create_database
-from bench.chaos.servers import ScratchServer
+from bench.chaos import least_privilege, privileges
+from bench.common.databases import create_database
+from bench.common.servers import ScratchServer
 
 
 def test_least_privilege_and_no_password_in_any_output() -> None:
-    result = chaos_privileges.run(quick=True, log=print)
+    result = least_privilege.run(quick=True, log=print)
     print(f"{len(result.checks)} checks, {result.cli_runs} CLI runs, {result.api_calls} API calls")
-    chaos_privileges.check(result)
+    least_privilege.check(result)
     assert result.cli_runs >= 30 and result.api_calls >= 20
 
 

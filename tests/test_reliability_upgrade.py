@@ -2,15 +2,15 @@
 
 Killing the upgrade (3), lock contention (4) and two runners on an empty database (8) are
 covered at CI scale by tests/test_migrations.py; this adds the runner whose bounded wait
-runs out. The full scale is bench/chaos_upgrade_kill.py, chaos_lock_contention.py and
-chaos_two_runners.py.
+runs out. The full scale is bench/chaos/upgrade_kill.py, lock_contention.py and
+two_runners.py.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
 
-from bench import chaos_two_runners
+from bench.chaos import two_runners
 from queueguard.upgrade import golden
 
 
@@ -19,5 +19,5 @@ def test_a_runner_that_waits_too_long_fails_cleanly(make_db: Callable[..., str])
     once the lock is free the same upgrade goes through."""
     dsn = make_db()
     golden.load(golden.get("v0.3"), dsn)
-    outcome = chaos_two_runners.bounded_wait(dsn, wait_s=0.5)
+    outcome = two_runners.bounded_wait(dsn, wait_s=0.5)
     assert outcome.startswith("LockTimeout after 0.")

@@ -1,32 +1,24 @@
-"""The machinery of the chaos scenarios (`bench/chaos_*.py`, `tests/test_reliability_*.py`).
+"""Chaos scenarios 1 to 11 of docs/reliability.md, one module each, and the parts only they use.
 
-The scripts run each scenario at full scale and print its figures; the CI tests import the
-same `run()` functions and call them at small scale. One module per concern:
+Each scenario runs at full scale as `python -m bench.chaos.<scenario>` (it prints its
+figures, asserts that nothing was lost and rewrites its row of docs/reliability.md); the CI
+tests (`tests/test_reliability_*.py`, `tests/topology/`) import the same `run()` functions
+and call them at small scale. Scenario 12 (leader failover) is `bench.failover`.
 
-- `databases`: scratch databases on the shared server (`QUEUEGUARD_PG`, embedded by
-  default), created and dropped through `queueguard.pg.scratch.ScratchDatabases`, and
-  one-off queries;
-- `servers`: private scratch servers (`ScratchServer`: our own data directory under /tmp,
-  optionally also listening on 127.0.0.1 with password authentication) that a scenario may
-  stop, crash and restart without disturbing anybody else;
-- `proxy`: an in-process TCP proxy that understands just enough of the PostgreSQL wire
-  protocol to cut a connection right after the client sent the message that commits a
-  chosen statement (Sync / COMMIT), either forwarding it (the commit happens, its reply is
-  lost) or not (nothing commits): the client cannot tell which;
-- `audit`: a row trigger on `task_queues` (test instrumentation, scratch databases only) that
-  records every committed load, append and checkpoint with the writer's `application_name`;
-  row locks make its sequence the commit order per queue, so a stale owner's commit after a
-  takeover, a range that does not grow or an ack level that moves backwards is visible;
-- `workload`: the queues and task identities the scenarios produce;
-- `host` (`python -m bench.chaos.host CONFIG`): a Matching host with producers and consumers
-  on the queues it owns, logging every confirmed spool, every History answer and every
-  delivery as JSON lines, and handling fences and lost connections the way an embedding
-  application must (log, unload, back off, retry); `host_process`: the parent's handle on
-  one (start, SIGKILL, restart, terminate);
-- `ledger`: the logs and the database read back into the figures the report table shows
-  (tasks produced, lost, duplicated-and-rejected, worst stall) and the violations;
-- `report`: writes one scenario's row and details into docs/reliability.md;
-- `v3_database` and `fingerprints`: the 003 database the upgrade scenarios migrate, and the
-  fingerprints that tell whether a database changed;
+1. `crash`: runtime crash under load; 2. `membership`: conflicting membership;
+3. `upgrade_kill`: the upgrade killed at random points; 4. `lock_contention`; 5.
+`connection`: connection loss; 6. `unknown_commit`: unknown commit outcome; 7.
+`hostile_input`: fuzzing; 8. `two_runners`: concurrent upgrade runners; 9.
+`least_privilege`; 10. `pooler_runners` and 11. `pooler_crash`: 8 and 1 through PgBouncer.
+
+Their own parts:
+
+- `proxy` (scenario 6): an in-process TCP proxy that understands just enough of the
+  PostgreSQL wire protocol to cut a connection right after the client sent the message that
+  commits a chosen statement (Sync / COMMIT), either forwarding it (the commit happens, its
+  reply is lost) or not (nothing commits): the client cannot tell which;
 - `privileges` (scenario 9) and `fuzz` (scenario 7): those scenarios' building blocks.
+
+The machinery they share with scenario 12 and the other benchmarks (scratch databases and
+servers, host processes, the ledger, the commit audit, the report table) is `bench.common`.
 """

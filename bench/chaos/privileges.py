@@ -19,9 +19,9 @@ import traceback
 from dataclasses import dataclass, field
 from urllib.parse import quote
 
-from bench.chaos.databases import query
-from bench.chaos.servers import ScratchServer
-from bench.commands import QUEUEGUARD
+from bench.common.commands import QUEUEGUARD
+from bench.common.databases import query
+from bench.common.servers import ScratchServer
 from queueguard.pg.connect import connect
 from queueguard.pg.dsn import validate
 from queueguard.stores.postgres import PostgresStore

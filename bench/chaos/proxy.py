@@ -19,7 +19,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from bench.chaos.databases import query
+from bench.common.databases import query
 
 REPLY_LOST = "reply-lost"  # the commit message reached the server; its answer never came back
 REQUEST_LOST = "request-lost"  # the connection died before the commit message was sent

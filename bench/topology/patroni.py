@@ -71,7 +71,7 @@ from types import TracebackType
 
 import psycopg
 
-from bench.chaos.servers import free_port
+from bench.common.servers import free_port
 from bench.topology import pgbouncer
 from bench.topology.pgbouncer import PgBouncer
 from queueguard.pg import servers

@@ -12,7 +12,7 @@ from typing import Any
 
 import psycopg
 
-from bench.commands import QUEUEGUARD, ROOT
+from bench.common.commands import QUEUEGUARD, ROOT
 from bench.topology.pgbouncer import PgBouncer
 from queueguard import revisions, snapshot
 from queueguard.pg.connect import connection

@@ -14,7 +14,7 @@ from types import TracebackType
 
 import psycopg
 
-from bench.chaos.servers import free_port
+from bench.common.servers import free_port
 from queueguard.pg import servers
 
 

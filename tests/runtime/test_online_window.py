@@ -6,7 +6,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable
 
-from bench.chaos.v3_database import seed_v3
+from bench.common.v3_database import seed_v3
 from queueguard.core.history import task_payload
 from queueguard.core.keys import PhysicalQueue
 from queueguard.pg.connect import connection

@@ -2,7 +2,7 @@
 PostgreSQL 15) with PgBouncer in front, repointed by Patroni's on_role_change callback
 (`bench/topology/patroni.py`). Two failovers, each killing the leader's node (Patroni agent
 and postmaster) during an upgrade of a 50k-row database to 004 while two v0.4 host
-processes produce through PgBouncer (`bench/failover.py`, scenario 12 at CI scale):
+processes produce through PgBouncer (`bench/failover/scenario.py`, scenario 12 at CI scale):
 
 - synchronous mode, killed inside 004's transaction: the interrupted `queueguard upgrade`
   (through PgBouncer) exits 2 with one line (no traceback) saying it lost the server during
@@ -28,7 +28,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from bench import failover
+from bench.failover import scenario as failover
 from bench.topology import patroni
 from bench.topology.patroni import PatroniCluster
 from bench.topology.pgbouncer import REQUIRE_ENV

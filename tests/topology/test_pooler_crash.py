@@ -4,12 +4,12 @@ chaos scenario, judged on the database directly)."""
 
 from __future__ import annotations
 
-from bench import chaos_crash
+from bench.chaos import crash
 from bench.topology.pgbouncer import PgBouncer
 
 
 def test_crash_under_load_through_the_pooler(pgbouncer: PgBouncer) -> None:
-    result = chaos_crash.run(kills=2, pause=(0.5, 1.2), mode="one-by-one", pooler=pgbouncer)
+    result = crash.run(kills=2, pause=(0.5, 1.2), mode="one-by-one", pooler=pgbouncer)
     print(result.as_json())
-    chaos_crash.check(result)
+    crash.check(result)
     assert result.outcome.produced > 0

@@ -3,7 +3,7 @@ replicas from it is safe); the full-scale ratio is in docs/benchmarks.md."""
 
 from __future__ import annotations
 
-from bench.migration_databases import build_v3
+from bench.migration.databases import build_v3
 from bench.topology.wal import measure
 from queueguard.pg.scratch import ScratchDatabases
 

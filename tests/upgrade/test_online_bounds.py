@@ -87,7 +87,7 @@ def test_the_source_is_fenced_before_its_rows_move(make_db: Callable[..., str]) 
 
 def test_ctrl_c_pauses_after_the_batch_in_flight(make_db: Callable[..., str]) -> None:
     db = make_db()
-    from bench.chaos.v3_database import seed_v3
+    from bench.common.v3_database import seed_v3
 
     upgrade(db, to="003", progress=False)
     seed_v3(db, 4000)

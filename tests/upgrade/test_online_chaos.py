@@ -13,7 +13,7 @@
    MigratorBusy, exit 1); the end state equals offline and no lease or lock is left.
 
 The input is the golden v0.3 fixture (legacy @auto queues, hostile names, stale counters)
-plus bench/chaos/v3_database.py's 20,000 rows (half in @auto queues). Online ends with
+plus bench/common/v3_database.py's 20,000 rows (half in @auto queues). Online ends with
 rangeId at least one higher than offline on the @auto sources it drained (the migrator fences
 each source again whenever a run starts on it); everything else must be equal.
 """
@@ -35,8 +35,8 @@ from typing import Any
 import psycopg
 import pytest
 
-from bench.chaos.servers import ScratchServer
-from bench.chaos.v3_database import seed_v3
+from bench.common.servers import ScratchServer
+from bench.common.v3_database import seed_v3
 from queueguard.pg import scratch
 from queueguard.pg.connect import connect, connection
 from queueguard.snapshot import normalise

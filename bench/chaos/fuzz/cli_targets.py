@@ -14,10 +14,10 @@ import os
 import subprocess
 from pathlib import Path
 
-from bench.chaos.databases import query
-from bench.chaos.fingerprints import written_state
 from bench.chaos.fuzz.cli_inputs import FIXTURE_NAMES, WRITERS
-from bench.commands import QUEUEGUARD
+from bench.common.commands import QUEUEGUARD
+from bench.common.databases import query
+from bench.common.fingerprints import written_state
 from queueguard import cli
 from queueguard.pg.scratch import ScratchDatabases
 from queueguard.resources import fixtures_dir

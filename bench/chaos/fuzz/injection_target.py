@@ -10,9 +10,9 @@ from __future__ import annotations
 import uuid
 from typing import Any
 
-from bench.chaos.databases import query
 from bench.chaos.fuzz.hostile_names import queue_of
 from bench.chaos.fuzz.snapshot_targets import same_json
+from bench.common.databases import query
 from queueguard.core.history import task_payload
 from queueguard.core.store import Execution
 from queueguard.runtime.backlog import BacklogManager

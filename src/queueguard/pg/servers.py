@@ -18,8 +18,8 @@ not use the wheel's own ``PostgresServer`` because we need our own lifecycle con
   system user, which we create if missing.
 
 Scratch servers for tests and benchmarks may pass a ``port`` and extra ``settings`` (e.g.
-``listen_addresses=127.0.0.1`` for a proxy or password tests, as the chaos scenarios in
-``bench/chaos/`` do); the defaults are the embedded server above, unchanged.
+``listen_addresses=127.0.0.1`` for a proxy or password tests, as the chaos scenarios' servers
+in ``bench/common/servers.py`` do); the defaults are the embedded server above, unchanged.
 
 The socket directory lives in ``/tmp/queueguard-<uid>-<hash>`` because a Unix socket path must
 stay under 107 bytes, which a data directory deep in a home folder would break.
