@@ -170,11 +170,8 @@ def upgrade(
             _create_version_table(conn, runner_wait_s)
         for revision in pending:
             current = revision.id
-            if revision.relocation_step:
-                report.relocated = dict(conn.exec_driver_sql(Q["auto_backlog"]).fetchall())
-                conn.commit()
             try:
-                report.lock_waits += _apply_with_retries(
+                waits, relocated = _apply_with_retries(
                     conn,
                     migrations,
                     revision.id,
@@ -185,10 +182,10 @@ def upgrade(
                     runner_wait_s,
                 )
             except AlreadyApplied:
-                if revision.relocation_step:
-                    report.relocated = {}  # another runner moved them
                 report.skipped.append(revision.id)
                 continue
+            report.lock_waits += waits
+            report.relocated.update(relocated)
             report.applied.append(revision.id)
         current = None
         report.after = _state(conn).revision
@@ -310,8 +307,11 @@ def _apply_with_retries(
     retries: int,
     progress: bool,
     runner_wait_s: float = RUNNER_WAIT_S,
-) -> int:
-    """Apply one revision; returns how many lock timeouts it hit before succeeding."""
+) -> tuple[int, dict[str, int]]:
+    """Apply one revision; returns how many lock timeouts it hit before succeeding, and the
+    rows it relocated per source queue (counted by the revision under its own locks: the
+    runner reads no table outside a revision, where it could take locks out of the
+    documented order and deadlock with another runner's revision)."""
     waits = 0
     timeout = lock_timeout_ms
     for attempt in range(retries + 1):
@@ -328,7 +328,7 @@ def _apply_with_retries(
                 command.upgrade(cfg, revision)
             if revision not in cfg.attributes.get("applied", []):
                 raise AlreadyApplied(revision, _state(conn).revision)
-            return waits
+            return waits, dict(cfg.attributes.get("relocated", {}))
         except (sa.exc.OperationalError, psycopg.OperationalError) as exc:
             if connection_lost(exc):
                 raise

@@ -134,6 +134,8 @@ def _report_relocation(revision: str) -> None:
     with _raw().cursor() as cursor:
         cursor.execute("SELECT source, destination, moved FROM relocation ORDER BY source")
         moved = cursor.fetchall()
+    # For the runner's report (UpgradeReport.relocated): read here, under the revision's locks.
+    context.config.attributes["relocated"] = {str(s): int(m) for s, _, m in moved}
     total, done = sum(m for _, _, m in moved), 0
     for source, destination, rows in moved:
         done += rows

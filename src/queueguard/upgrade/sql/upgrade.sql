@@ -30,13 +30,5 @@ CREATE TABLE IF NOT EXISTS queueguard_version (
     CONSTRAINT queueguard_version_pkc PRIMARY KEY (version_num)
 );
 
--- name: auto_backlog
--- Rows 004 will relocate, per legacy auto queue (read before 004 runs, for the report).
-SELECT t.physical_queue, count(*)
-FROM tasks t JOIN task_queues q USING (physical_queue)
-WHERE q.version = 'auto'
-GROUP BY t.physical_queue
-ORDER BY t.physical_queue;
-
 -- name: queue_count
 SELECT count(*) FROM task_queues;
