@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import copy
 import json
-import uuid
 from typing import Any
 
 import pytest
@@ -111,7 +110,11 @@ def _mutate(path: str, value: Any) -> dict[str, Any]:
         ("userData.0.version", 0, "userData[0].version"),
         ("history.executions.0.runId", RUN.upper(), "history.executions[0].runId"),
         ("history.executions.0.status", "sleeping", "history.executions[0].status"),
-        ("history.scheduledTasks.0.runId", str(uuid.uuid4()), "history.scheduledTasks[0].runId"),
+        (
+            "history.scheduledTasks.0.runId",
+            "5d0c2f0e-3b7a-4c1e-9e7f-0a1b2c3d4e5f",
+            "history.scheduledTasks[0].runId",
+        ),
     ],
 )
 def test_invalid_records_are_named(path: str, value: Any, record: str) -> None:

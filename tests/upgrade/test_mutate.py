@@ -30,6 +30,10 @@ from queueguard.resources import migrations_dir
 from queueguard.upgrade import golden, verify
 from queueguard.upgrade.preflight import preflight
 
+# One mutate run at a time on the shared server (pytest-xdist: one worker runs this group):
+# a run checks that it left no scratch database behind, which a concurrent run's would fail.
+pytestmark = pytest.mark.xdist_group("mutate")
+
 MUTANTS = generate(revisions.packaged(), "004")
 
 
@@ -234,6 +238,9 @@ def test_a_tiny_mutant_set_end_to_end(
     for m in (KILLED, EQUIVALENT, SURVIVOR, SLOW):
         argv += ["--mutant", m.id]
     before = _snapshot(migrations_dir())
+    # Each run names its scratch databases qgm<token>…; runs already going on this server
+    # (another mutate elsewhere) are told apart by their tokens.
+    others = {name[:9] for name in _databases(queueguard_server, "qgm")}
     code = main(argv)
     captured = capsys.readouterr()
     doc = json.loads(captured.out)
@@ -271,7 +278,8 @@ def test_a_tiny_mutant_set_end_to_end(
     assert set(doc["baselines"]) == {"baseline", "rendered"}
     assert all(b["ok"] for b in doc["baselines"].values())
     assert "killed by verify" in captured.err and "timeout" in captured.err
-    assert _databases(queueguard_server, "qgm") == []  # every scratch database dropped
+    left = [n for n in _databases(queueguard_server, "qgm") if n[:9] not in others]
+    assert left == []  # every scratch database of this run dropped
     assert _snapshot(migrations_dir()) == before  # the real migration set is never touched
 
 
