@@ -8,10 +8,6 @@ from queueguard import revisions
 from queueguard.errors import UsageError
 from queueguard.mutate import session
 
-# One mutate run at a time on the shared server (pytest-xdist: one worker runs this group):
-# a run checks that it left no scratch database behind, which a concurrent run's would fail.
-pytestmark = pytest.mark.xdist_group("mutate")
-
 
 def test_the_scopes_split_the_mutants_of_004_by_file() -> None:
     migrations = revisions.packaged()
