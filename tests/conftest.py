@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterator
+from typing import Any
 
 import pytest
 
@@ -61,21 +62,23 @@ def pgbouncer(pg_admin_dsn: str) -> Iterator[PgBouncer]:
         yield running
 
 
-def store_factory(request: pytest.FixtureRequest, kind: str) -> Iterator[Callable[[], Store]]:
+def store_factory(
+    request: pytest.FixtureRequest, kind: str, **options: Any
+) -> Iterator[Callable[[], Store]]:
     """Independent store handles (pools) on one backing database: in memory, on PostgreSQL,
-    or on PostgreSQL through PgBouncer in transaction-pooling mode."""
+    or on PostgreSQL through PgBouncer in transaction-pooling mode. `options` go to every
+    store (`start_timeout`, `history_clock`)."""
     opened: list[Store] = []
     if kind == "memory":
         db = MemoryDatabase()
 
         def make() -> Store:
-            return MemoryStore(db)
+            return MemoryStore(db, **options)
     else:
         dsn = request.getfixturevalue("head_db")
-        options = {}
         if kind == "pgbouncer":
             dsn = request.getfixturevalue("pgbouncer").dsn(scratch.dbname_of(dsn))
-            options = {"prepare": False}
+            options = {"prepare": False, **options}
 
         def make() -> Store:
             store = PostgresStore(dsn, host_id=f"h{len(opened)}", pool_size=2, **options)

@@ -90,10 +90,13 @@ class _TakeoverDuringStart:
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)
 
-    def record_tasks_started(self, identities: Any) -> Any:
-        outcomes = self.inner.record_tasks_started(identities)
+    def start_tasks(self, identities: Any) -> Any:
+        starts = self.inner.start_tasks(identities)
         self.takeover()
-        return outcomes
+        return starts
+
+    def record_tasks_started(self, identities: Any) -> Any:
+        return [start.outcome for start in self.start_tasks(identities)]
 
     def record_task_started(self, run_id: str, event: int) -> Any:
         return self.record_tasks_started([(run_id, event)])[0]

@@ -35,7 +35,7 @@ from bench.common.host_process import HostProcess, reap
 from bench.common.ledger import Outcome, drain_and_judge
 from bench.common.report import record, say, seconds
 from bench.common.servers import ScratchServer
-from bench.common.workload import queues_for, rng
+from bench.common.workload import SLOW_SHARE, START_TIMEOUT, queues_for, rng
 from queueguard.upgrade.runner import upgrade
 
 CI_TEST = "`tests/test_reliability_network.py::test_database_restarts_mid_stream` (2 restarts)"
@@ -88,6 +88,8 @@ def run(
                     queues=[q.key for q in queues],
                     folder=str(folder),
                     backoff=(0.05, 1.0),
+                    start_timeout=START_TIMEOUT,
+                    slow_share=SLOW_SHARE,
                 )
             )
             for h in names
@@ -164,7 +166,10 @@ def report(result: Result) -> None:
         f"{len(result.not_reloaded)}",
         f"- commits audited: {o.audit.appends:,} appends, {o.audit.checkpoints:,} checkpoints; "
         f"stale commits: {len(o.audit.violations)}",
-        f"- started in History but never handed to a worker: {o.orphaned_starts}",
+        f"- History's start timeout {START_TIMEOUT:.0f} s: stranded starts (started, never "
+        f"completed once settled) {o.orphaned_starts}; re-dispatched by the start timers "
+        f"{o.redispatched}; late completions answered obsolete {o.late_obsolete} (of "
+        f"{o.completed + o.late_obsolete:,} completions)",
     ]
     record(5, row, details)
 

@@ -34,7 +34,7 @@ from bench.common.host import HostConfig
 from bench.common.host_process import HostProcess, reap
 from bench.common.ledger import Outcome, drain_and_judge
 from bench.common.report import record, say, seconds
-from bench.common.workload import queues_for
+from bench.common.workload import SLOW_SHARE, START_TIMEOUT, queues_for
 
 CI_TEST = "`tests/test_reliability_runtime.py::test_conflicting_membership` (3 s)"
 
@@ -66,7 +66,17 @@ def run(
     with scratch_database() as dsn:
         install_audit(dsn)
         procs = [
-            HostProcess(HostConfig(dsn=dsn, host=h, hosts=[h], queues=keys, folder=str(folder)))
+            HostProcess(
+                HostConfig(
+                    dsn=dsn,
+                    host=h,
+                    hosts=[h],
+                    queues=keys,
+                    folder=str(folder),
+                    start_timeout=START_TIMEOUT,
+                    slow_share=SLOW_SHARE,
+                )
+            )
             for h in ("A", "B")
         ]
         try:
@@ -123,8 +133,10 @@ def report(result: Result) -> None:
         f"- commits audited: {o.audit.loads:,} loads, {o.audit.appends:,} appends, "
         f"{o.audit.checkpoints:,} checkpoints; stale commits: {len(o.audit.violations)}",
         f"- History answers: {dict(o.ledger.starts)}",
-        f"- started in History but never handed to a worker: {o.orphaned_starts} "
-        '(see "Findings": a poll whose post-ack checkpoint is fenced drops its deliveries)',
+        f"- History's start timeout {START_TIMEOUT:.0f} s: stranded starts (started, never "
+        f"completed once settled) {o.orphaned_starts}; re-dispatched by the start timers "
+        f"{o.redispatched}; late completions answered obsolete {o.late_obsolete} (of "
+        f"{o.completed + o.late_obsolete:,} completions)",
     ]
     record(2, row, details)
 

@@ -5,6 +5,10 @@ spool, every History answer and every delivery as JSON lines (`<host>.<incarnati
 the run's folder), and handling fences and lost connections the way an embedding
 application must: log, unload, back off, retry. Producers stop when the folder's `drain`
 flag appears; the process exits on SIGTERM.
+
+With `start_timeout` set, History has that start timeout, consumers complete what they get
+(a `slow_share` of them only after 1.5 timeouts: a worker that outlives its start), and a
+start timer (`runtime.timer`) dispatches expired starts again onto this host's queues.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ import traceback
 import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -30,10 +35,19 @@ import psycopg
 from bench.common.workload import identity
 from queueguard.core.history import task_payload
 from queueguard.core.keys import PhysicalQueue, decode
-from queueguard.core.store import JSON, Execution, History, StartOutcome
+from queueguard.core.store import (
+    JSON,
+    CompletionOutcome,
+    Execution,
+    ExpiredStart,
+    History,
+    Start,
+    StartOutcome,
+)
 from queueguard.errors import ConnectionFailed, NotOwner, QueueUnloaded, StaleRangeError
-from queueguard.runtime.matching import Matching
+from queueguard.runtime.matching import Delivery, Matching
 from queueguard.runtime.membership import StaticMembership
+from queueguard.runtime.timer import StartTimer
 from queueguard.stores.postgres import PostgresStore
 
 
@@ -56,6 +70,11 @@ class HostConfig:
     create_schema: bool = True  # False: the database must already be at head
     backoff: tuple[float, float] = (0.02, 0.5)  # first and largest pause after an error
     matching: dict[str, Any] = field(default_factory=dict)  # Matching keyword options
+    #: History's start timeout (s). None: none, and consumers complete nothing (a start is
+    #: final); set: consumers complete, and a start timer re-dispatches expired starts
+    start_timeout: float | None = None
+    timer_interval: float = 0.25  # how often the start timer looks for expired starts
+    slow_share: float = 0.0  # share of deliveries completed only after 1.5 start timeouts
 
     @property
     def app_host_id(self) -> str:
@@ -89,6 +108,10 @@ class LedgerHistory:
     def __init__(self, inner: History, log: _Log) -> None:
         self.inner, self._log = inner, log
 
+    @property
+    def start_timeout(self) -> float | None:
+        return self.inner.start_timeout
+
     def add_execution(self, execution: Execution) -> None:
         self.inner.add_execution(execution)
 
@@ -101,16 +124,32 @@ class LedgerHistory:
     def version_directive(self, run_id: str) -> JSON:
         return self.inner.version_directive(run_id)
 
+    def start_tasks(self, identities: Sequence[tuple[str, int]]) -> list[Start]:
+        starts = self.inner.start_tasks(identities)
+        for (run_id, event), start in zip(identities, starts, strict=True):
+            at = start.started_at.isoformat() if start.started_at else None
+            self._log(e="start", run=run_id, ev=event, o=start.outcome.value, at=at)
+        return starts
+
     def record_task_started(self, run_id: str, scheduled_event_id: int) -> StartOutcome:
-        outcome = self.inner.record_task_started(run_id, scheduled_event_id)
-        self._log(e="start", run=run_id, ev=scheduled_event_id, o=outcome.value)
-        return outcome
+        return self.start_tasks([(run_id, scheduled_event_id)])[0].outcome
 
     def record_tasks_started(self, identities: Sequence[tuple[str, int]]) -> list[StartOutcome]:
-        outcomes = self.inner.record_tasks_started(identities)
-        for (run_id, event), outcome in zip(identities, outcomes, strict=True):
-            self._log(e="start", run=run_id, ev=event, o=outcome.value)
-        return outcomes
+        return [start.outcome for start in self.start_tasks(identities)]
+
+    def record_task_completed(
+        self, run_id: str, scheduled_event_id: int, started_at: datetime | None
+    ) -> CompletionOutcome:
+        outcome = self.inner.record_task_completed(run_id, scheduled_event_id, started_at)
+        at = started_at.isoformat() if started_at else None
+        self._log(e="complete", run=run_id, ev=scheduled_event_id, o=outcome.value, at=at)
+        return outcome
+
+    def expired_starts(self, limit: int) -> list[ExpiredStart]:
+        return self.inner.expired_starts(limit)
+
+    def reschedule_expired(self, start: ExpiredStart) -> bool:
+        return self.inner.reschedule_expired(start)
 
 
 def serve(cfg: HostConfig) -> None:
@@ -127,6 +166,7 @@ def serve(cfg: HostConfig) -> None:
         pool_size=cfg.pool_size,
         prepare=cfg.prepare,
         create_schema=cfg.create_schema,
+        start_timeout=cfg.start_timeout,
     )
     history = LedgerHistory(store.history, log)
 
@@ -208,10 +248,67 @@ def serve(cfg: HostConfig) -> None:
                 stop.wait(cfg.produce_interval)
             for delivery in deliveries:
                 run, ev = identity(delivery.data)
-                log(e="delivered", q=queue.key, id=delivery.task_id, run=run, ev=ev)
+                at = delivery.started_at.isoformat() if delivery.started_at else None
+                log(e="delivered", q=queue.key, id=delivery.task_id, run=run, ev=ev, at=at)
+            if cfg.start_timeout is None:
+                return
+            for delivery in deliveries:  # the worker ran it: report the completion
+                if rnd.random() < cfg.slow_share:
+                    late = threading.Timer(1.5 * cfg.start_timeout, complete_late, (delivery,))
+                    late.daemon = True
+                    late.start()
+                    slow.append(late)
+                else:
+                    matching.complete(delivery)
 
         while not stop.is_set():
             guarded(queue, f"consumer{n}", pause, step)
+
+    slow: list[threading.Timer] = []
+
+    def complete_late(delivery: Delivery) -> None:
+        """A worker that outlived its start: the timer has dispatched the task again."""
+        try:
+            matching.complete(delivery)
+        except Exception as exc:  # the connection may be away: the start just expires
+            log(e="dberror", q=delivery.queue.key, role="late", err=type(exc).__name__)
+
+    owned: dict[str, list[PhysicalQueue]] = {}
+
+    def route(start: ExpiredStart) -> PhysicalQueue | None:
+        """One of this host's queues of the task's type (the family is the scenario's);
+        None: another host's timer re-dispatches it."""
+        mine = owned.get(start.kind)
+        return mine[hash(start.run_id) % len(mine)] if mine else None
+
+    def timer_loop() -> None:
+        timer = StartTimer(matching, route)
+        pause = cfg.backoff[0]
+        while not stop.wait(pause):
+            try:
+                for r in timer.tick():
+                    log(
+                        e="redispatched",
+                        q=r.queue.key,
+                        run=r.start.run_id,
+                        ev=r.start.scheduled_event_id,
+                        at=r.start.started_at.isoformat(),
+                        id=r.added.task_id,
+                        sync=r.added.sync_matched,
+                        o=r.added.outcome.value if r.added.outcome else None,
+                        rescheduled=r.rescheduled,
+                    )
+                pause = cfg.timer_interval
+                continue
+            except StaleRangeError:
+                pass  # logged by on_fenced
+            except (QueueUnloaded, NotOwner) as exc:
+                log(e="fenced", q="timer", role="timer", err=type(exc).__name__)
+            except (psycopg.Error, ConnectionFailed) as exc:
+                log(e="dberror", q="timer", role="timer", err=type(exc).__name__)
+            except Exception as exc:
+                log(e="crash", q="timer", role="timer", err=repr(exc), tb=traceback.format_exc())
+            pause = min(max(pause, cfg.backoff[0]) * 2, cfg.backoff[1])
 
     threads, producers = [], []
     for key in cfg.queues:
@@ -219,11 +316,14 @@ def serve(cfg: HostConfig) -> None:
         assert isinstance(queue, PhysicalQueue)
         if not matching.owns(queue):
             continue
+        owned.setdefault(queue.task_type, []).append(queue)
         for n in range(cfg.producers_per_queue):
             producers.append(threading.Thread(target=producer, args=(queue, n), daemon=True))
         for n in range(cfg.consumers_per_queue):
             threads.append(threading.Thread(target=consumer, args=(queue, n), daemon=True))
     threads += producers
+    if cfg.start_timeout is not None:
+        threads.append(threading.Thread(target=timer_loop, daemon=True))
     for t in threads:
         t.start()
     log(e="ready", threads=len(threads))
@@ -234,7 +334,7 @@ def serve(cfg: HostConfig) -> None:
             log(e="producers-stopped")
             break
     stop.wait()
-    for t in threads:
+    for t in threads + slow:
         t.join(10)
     try:
         matching.shutdown()

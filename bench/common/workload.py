@@ -10,6 +10,10 @@ from typing import Any
 from queueguard.core.keys import PhysicalQueue
 from queueguard.runtime.membership import StaticMembership
 
+#: History's start timeout in the runtime scenarios' hosts (s), and the share of deliveries
+#: whose completion comes only after 1.5 timeouts (a worker that outlives its start)
+START_TIMEOUT, SLOW_SHARE = 2.0, 0.002
+
 
 def identity(payload: dict[str, Any]) -> tuple[str, int]:
     """A task payload's identity in History: (runId, scheduledEventId)."""

@@ -7,7 +7,15 @@ from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from queueguard.core.store import JSON, Execution, History, StartOutcome
+from queueguard.core.store import (
+    JSON,
+    CompletionOutcome,
+    Execution,
+    ExpiredStart,
+    History,
+    Start,
+    StartOutcome,
+)
 
 
 def task_payload(
@@ -100,35 +108,67 @@ class FaultyHistory:
     def version_directive(self, run_id: str) -> JSON:
         return self.inner.version_directive(run_id)
 
-    def record_task_started(self, run_id: str, scheduled_event_id: int) -> StartOutcome:
-        if self._fails(run_id, scheduled_event_id):
-            return StartOutcome.RETRYABLE
-        return self.inner.record_task_started(run_id, scheduled_event_id)
+    @property
+    def start_timeout(self) -> float | None:
+        return self.inner.start_timeout
 
-    def record_tasks_started(self, identities: Sequence[tuple[str, int]]) -> list[StartOutcome]:
+    def start_tasks(self, identities: Sequence[tuple[str, int]]) -> list[Start]:
         """Faults are decided per item, in order; the rest go to History in one call."""
         failed = [self._fails(run_id, event) for run_id, event in identities]
         passed = [i for i, f in zip(identities, failed, strict=True) if not f]
-        answers = iter(self.inner.record_tasks_started(passed) if passed else [])
-        return [StartOutcome.RETRYABLE if f else next(answers) for f in failed]
+        answers = iter(self.inner.start_tasks(passed) if passed else [])
+        return [Start(StartOutcome.RETRYABLE) if f else next(answers) for f in failed]
+
+    def record_task_started(self, run_id: str, scheduled_event_id: int) -> StartOutcome:
+        return self.start_tasks([(run_id, scheduled_event_id)])[0].outcome
+
+    def record_tasks_started(self, identities: Sequence[tuple[str, int]]) -> list[StartOutcome]:
+        return [start.outcome for start in self.start_tasks(identities)]
+
+    def record_task_completed(
+        self, run_id: str, scheduled_event_id: int, started_at: datetime | None
+    ) -> CompletionOutcome:
+        return self.inner.record_task_completed(run_id, scheduled_event_id, started_at)
+
+    def expired_starts(self, limit: int) -> list[ExpiredStart]:
+        return self.inner.expired_starts(limit)
+
+    def reschedule_expired(self, start: ExpiredStart) -> bool:
+        return self.inner.reschedule_expired(start)
 
 
 def dedupe_starts(
     identities: Sequence[tuple[str, int]],
-    record: Callable[[list[tuple[str, int]]], list[StartOutcome]],
-) -> list[StartOutcome]:
+    record: Callable[[list[tuple[str, int]]], list[Start]],
+) -> list[Start]:
     """Ask `record` once per distinct identity and answer repeats as a one-by-one History
     would: already-started after a start (or an already-started), obsolete after obsolete."""
     first: dict[tuple[str, int], int] = {}
     for identity in identities:
         first.setdefault(identity, len(first))
     answers = record(list(first)) if first else []
-    out: list[StartOutcome] = []
+    out: list[Start] = []
     seen: set[tuple[str, int]] = set()
     for identity in identities:
         answer = answers[first[identity]]
-        if identity in seen and answer is StartOutcome.STARTED:
-            answer = StartOutcome.ALREADY_STARTED
+        if identity in seen and answer.outcome is StartOutcome.STARTED:
+            answer = Start(StartOutcome.ALREADY_STARTED)
         seen.add(identity)
         out.append(answer)
     return out
+
+
+def redispatch_payload(start: ExpiredStart) -> JSON:
+    """The task an expired start is dispatched again as: the payload shape since 001 with the
+    run's directive. `attempt` is 2 for every retry: History keeps no attempt count (that
+    would be a column); the start's own identity is its `started_at`."""
+    data = task_payload(
+        start.namespace,
+        start.workflow_id,
+        start.run_id,
+        start.kind,
+        start.scheduled_event_id,
+        attempt=2,
+    )
+    data["task"]["versionDirective"] = dict(start.directive)
+    return data

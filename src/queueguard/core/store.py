@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from enum import Enum
 from typing import Any, Protocol
 
@@ -62,6 +63,52 @@ class StartOutcome(Enum):
 
 
 @dataclass(frozen=True)
+class Start:
+    """History's answer to one RecordTaskStarted, with the start it recorded."""
+
+    outcome: StartOutcome
+    #: STARTED only: when History recorded this start (its `started_at`), which is also the
+    #: start's identity (Temporal's started id): a completion names it, and a later start of
+    #: the same task (after the start timeout) has another one
+    started_at: datetime | None = None
+
+
+class CompletionOutcome(Enum):
+    """History's answer to RecordTaskCompleted."""
+
+    COMPLETED = "completed"
+    #: the start it names is not the task's current start (it timed out and the task was
+    #: dispatched again, or the task completed already), or the run is gone or not running
+    OBSOLETE = "obsolete"
+
+
+#: History's default start timeout in seconds (Temporal's default workflow task timeout): a
+#: start older than this without a completion may be dispatched again.
+DEFAULT_START_TIMEOUT = 10.0
+
+
+@dataclass(frozen=True)
+class ExpiredStart:
+    """A start older than History's start timeout, not completed: what a start timer
+    dispatches again (`runtime.timer`)."""
+
+    run_id: str
+    scheduled_event_id: int
+    kind: str
+    namespace: str
+    workflow_id: str
+    started_at: datetime
+    directive: JSON  # the run's version directive, as tasks carry it
+
+
+def validate_start_timeout(timeout: float | None) -> float | None:
+    """A start timeout is a positive number of seconds, or None (no timeout)."""
+    if timeout is not None and not timeout > 0:  # also refuses NaN
+        raise ValueError(f"start_timeout must be > 0 seconds (or None), got {timeout!r}")
+    return timeout
+
+
+@dataclass(frozen=True)
 class Execution:
     run_id: str
     namespace: str
@@ -100,7 +147,21 @@ EXECUTION_KEYS: tuple[tuple[str, str], ...] = (
 
 
 class History(Protocol):
-    """Minimal History: executions, scheduled tasks and RecordTaskStarted."""
+    """Minimal History: executions, scheduled tasks, RecordTaskStarted, RecordTaskCompleted
+    and the start timeout.
+
+    A scheduled task is pending until a completion names its current start; then History
+    forgets it (its row is deleted, as Temporal drops a completed activity from the pending
+    ones), so a later start or completion of it is obsolete. A start older than
+    `start_timeout` without a completion is over: the task may be started again (a new
+    start with a new `started_at`), and `expired_starts` / `reschedule_expired` let a start
+    timer dispatch it again (`runtime.timer`). `start_timeout` None: no timeout, a start is
+    final (for workers that never report completions).
+    """
+
+    @property
+    def start_timeout(self) -> float | None:
+        """Seconds after which a start without a completion expires (None: never)."""
 
     def add_execution(self, execution: Execution) -> None: ...
 
@@ -118,6 +179,26 @@ class History(Protocol):
         """RecordTaskStarted for several (runId, scheduledEventId) at once: one answer per
         item, in order, exactly as if asked one by one in that order (a repeated identity
         answers already-started after a start)."""
+
+    def start_tasks(self, identities: Sequence[tuple[str, int]]) -> list[Start]:
+        """`record_tasks_started` with each STARTED answer's `started_at` (what a completion
+        names); Matching dispatches through this one."""
+
+    def record_task_completed(
+        self, run_id: str, scheduled_event_id: int, started_at: datetime | None
+    ) -> CompletionOutcome:
+        """Completed (History forgets the task) if `started_at` is the task's current start
+        and the run is running; otherwise obsolete, and nothing changes."""
+
+    def expired_starts(self, limit: int) -> list[ExpiredStart]:
+        """Up to `limit` starts of running runs older than the start timeout, oldest first
+        (none without a timeout); reads only."""
+
+    def reschedule_expired(self, start: ExpiredStart) -> bool:
+        """End an expired start: the task is scheduled again (not started), unless it was
+        started again or completed meanwhile (then False, nothing changes). Call it after
+        the task was dispatched again, so a crash in between leaves it expired (dispatched
+        again by the next tick) rather than pending with no task in any queue."""
 
 
 class Store(Protocol):

@@ -36,7 +36,7 @@ from typing import Any
 from queueguard.core.acks import AckTracker
 from queueguard.core.history import task_identity
 from queueguard.core.keys import PhysicalQueue
-from queueguard.core.store import JSON, History, QueueState, StartOutcome, Store, Task
+from queueguard.core.store import JSON, History, QueueState, Start, StartOutcome, Store, Task
 from queueguard.errors import ConnectionFailed, QueueUnloaded, StaleRangeError
 from queueguard.runtime.spooler import Spooler
 
@@ -285,14 +285,18 @@ class BacklogManager:
         """Record the starts of claimed tasks in one History call (one transaction on
         PostgreSQL; each task gets its own answer, as if asked one by one) and acknowledge
         every answer but retryable. Retryable tasks stay claimed until `release`d."""
+        return [start.outcome for start in self.start_claimed(tasks)]
+
+    def start_claimed(self, tasks: Sequence[Task]) -> list[Start]:
+        """`dispatch_claimed`, with each start History recorded (what a completion names)."""
         try:
             self._require_loaded()
-            outcomes = self.history.record_tasks_started([task_identity(t.data) for t in tasks])
+            starts = self.history.start_tasks([task_identity(t.data) for t in tasks])
         except BaseException:
             self.release([t.task_id for t in tasks])
             raise
-        self._acked([t.task_id for t, o in zip(tasks, outcomes, strict=True) if o.acks])
-        return outcomes
+        self._acked([t.task_id for t, s in zip(tasks, starts, strict=True) if s.outcome.acks])
+        return starts
 
     def ack(self, task_id: int) -> int:
         """Mark a delivery handled; checkpoint when the ack level moved (per policy)."""

@@ -4,6 +4,10 @@ One backlog manager per physical queue (per version and task type): loading or r
 never takes another. A task that arrives while a poller waits is sync-matched: History
 records the start and the poller gets it with no write to `tasks`.
 
+Every delivery carries the start History recorded (`Delivery.started_at`); the worker reports
+its completion with `complete(delivery)`, which History answers obsolete when that start timed
+out meanwhile (History's start timeout; `runtime.timer` dispatches such tasks again).
+
 Batching (see `backlog`): `spool_batch`/`spool_linger` group concurrent `add_task` spools
 into one append, `checkpoint_every`/`checkpoint_interval` batch checkpoints (a flusher thread
 saves a quiet queue's progress every interval; `unload`/`shutdown` flush), and `poll_batch`
@@ -20,10 +24,11 @@ import weakref
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import datetime
 
 from queueguard.core.history import directive_of, task_identity
 from queueguard.core.keys import PhysicalQueue
-from queueguard.core.store import JSON, History, StartOutcome, Store
+from queueguard.core.store import JSON, CompletionOutcome, History, StartOutcome, Store
 from queueguard.errors import NotOwner, QueueguardError, StaleRangeError
 from queueguard.runtime.backlog import BacklogManager
 from queueguard.runtime.membership import StaticMembership
@@ -36,6 +41,9 @@ class Delivery:
     queue: PhysicalQueue
     task_id: int | None  # None: sync-matched, never stored
     data: JSON
+    #: the start History recorded for this delivery (its identity, which `complete` names);
+    #: not part of equality: two deliveries of one stored task compare by what they carry
+    started_at: datetime | None = field(default=None, compare=False)
 
 
 @dataclass
@@ -186,12 +194,13 @@ class Matching:
         waiter = self._take_waiter(queue)
         if waiter is not None:
             try:
-                outcome = self.history.record_task_started(*task_identity(data))
+                start = self.history.start_tasks([task_identity(data)])[0]
             except BaseException:
                 self._return_waiter(queue, waiter)  # a timed-out poller waits for this
                 raise
+            outcome = start.outcome
             if outcome is StartOutcome.STARTED:
-                waiter.delivery = Delivery(queue, None, data)
+                waiter.delivery = Delivery(queue, None, data, start.started_at)
                 waiter.event.set()
                 return AddResult(True, None, outcome)
             self._return_waiter(queue, waiter)
@@ -221,6 +230,13 @@ class Matching:
             return carried
         run_id, _event = task_identity(delivery.data)
         return self.history.version_directive(run_id)
+
+    def complete(self, delivery: Delivery) -> CompletionOutcome:
+        """RecordTaskCompleted for the start this delivery got: completed, or obsolete when
+        that start is no longer the task's current one (it outlived History's start timeout
+        and the task was dispatched again, or it completed already)."""
+        run_id, event = task_identity(delivery.data)
+        return self.history.record_task_completed(run_id, event, delivery.started_at)
 
     def poll_batch(
         self, queue: PhysicalQueue, max_tasks: int, timeout: float = 0.0
@@ -266,11 +282,13 @@ class Matching:
                 claimed = mgr.claim(limit)
                 if not claimed:
                     break
-                outcomes = mgr.dispatch_claimed(claimed)
-                for task, outcome in zip(claimed, outcomes, strict=True):
-                    if outcome is StartOutcome.STARTED:
-                        deliveries.append(Delivery(queue, task.task_id, task.data))
-                    elif not outcome.acks:
+                starts = mgr.start_claimed(claimed)
+                for task, start in zip(claimed, starts, strict=True):
+                    if start.outcome is StartOutcome.STARTED:
+                        deliveries.append(
+                            Delivery(queue, task.task_id, task.data, start.started_at)
+                        )
+                    elif not start.outcome.acks:
                         retry.append(task.task_id)
         finally:
             if retry:

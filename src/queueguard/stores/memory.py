@@ -9,21 +9,26 @@ from __future__ import annotations
 import copy
 import dataclasses
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 from queueguard.core.history import version_directive
 from queueguard.core.keys import PhysicalQueue
 from queueguard.core.protocol import PROTOCOL
 from queueguard.core.store import (
+    DEFAULT_START_TIMEOUT,
     JSON,
+    CompletionOutcome,
     Execution,
+    ExpiredStart,
     QueueState,
+    Start,
     StartOutcome,
     Task,
     UserData,
     require_json_object,
+    validate_start_timeout,
 )
 from queueguard.errors import ProtocolMismatch, StaleRangeError, UserDataConflict
 
@@ -59,11 +64,34 @@ class MemoryDatabase:
     lock: threading.RLock = field(default_factory=threading.RLock, repr=False)
 
 
-class MemoryHistory:
-    """History over a MemoryDatabase."""
+def _utc_now() -> datetime:
+    return datetime.now(UTC)
 
-    def __init__(self, db: MemoryDatabase) -> None:
+
+def _instant(started_at: str) -> datetime:
+    """A stored `started_at` (TIMESTAMP_FORMAT, or an imported ISO 8601 instant)."""
+    found = datetime.fromisoformat(started_at)
+    return found if found.tzinfo is not None else found.replace(tzinfo=UTC)
+
+
+class MemoryHistory:
+    """History over a MemoryDatabase. `clock` (aware datetimes, UTC by default) stamps starts
+    and judges the start timeout: tests inject one instead of sleeping."""
+
+    def __init__(
+        self,
+        db: MemoryDatabase,
+        *,
+        start_timeout: float | None = DEFAULT_START_TIMEOUT,
+        clock: Callable[[], datetime] = _utc_now,
+    ) -> None:
         self._db = db
+        self._start_timeout = validate_start_timeout(start_timeout)
+        self._clock = clock
+
+    @property
+    def start_timeout(self) -> float | None:
+        return self._start_timeout
 
     def add_execution(self, execution: Execution) -> None:
         with self._db.lock:
@@ -84,28 +112,101 @@ class MemoryHistory:
         with self._db.lock:
             return version_directive(self._db.executions.get(run_id))
 
+    def _expired(self, started_at: str, now: datetime) -> bool:
+        timeout = self._start_timeout
+        return timeout is not None and _instant(started_at) <= now - timedelta(seconds=timeout)
+
+    def _running_task(self, run_id: str, scheduled_event_id: int) -> ScheduledTask | None:
+        execution = self._db.executions.get(run_id)
+        if execution is None or execution.status != "running":
+            return None
+        return self._db.scheduled.get((run_id, scheduled_event_id))
+
+    def _start(self, run_id: str, scheduled_event_id: int) -> Start:
+        task = self._running_task(run_id, scheduled_event_id)
+        if task is None:
+            return Start(StartOutcome.OBSOLETE)
+        now = self._clock()
+        if task.started_at is not None and not self._expired(task.started_at, now):
+            return Start(StartOutcome.ALREADY_STARTED)
+        task.started_at = now.astimezone(UTC).strftime(TIMESTAMP_FORMAT)
+        return Start(StartOutcome.STARTED, _instant(task.started_at))
+
+    def start_tasks(self, identities: Sequence[tuple[str, int]]) -> list[Start]:
+        with self._db.lock:  # one atomic step, answers as if asked one by one
+            return [self._start(run_id, event) for run_id, event in identities]
+
     def record_task_started(self, run_id: str, scheduled_event_id: int) -> StartOutcome:
-        with self._db.lock:
-            execution = self._db.executions.get(run_id)
-            task = self._db.scheduled.get((run_id, scheduled_event_id))
-            if execution is None or execution.status != "running" or task is None:
-                return StartOutcome.OBSOLETE
-            if task.started_at is not None:
-                return StartOutcome.ALREADY_STARTED
-            task.started_at = datetime.now(UTC).strftime(TIMESTAMP_FORMAT)
-            return StartOutcome.STARTED
+        return self.start_tasks([(run_id, scheduled_event_id)])[0].outcome
 
     def record_tasks_started(self, identities: Sequence[tuple[str, int]]) -> list[StartOutcome]:
-        with self._db.lock:  # one atomic step, answers as if asked one by one
-            return [self.record_task_started(run_id, event) for run_id, event in identities]
+        return [start.outcome for start in self.start_tasks(identities)]
+
+    def record_task_completed(
+        self, run_id: str, scheduled_event_id: int, started_at: datetime | None
+    ) -> CompletionOutcome:
+        with self._db.lock:
+            task = self._running_task(run_id, scheduled_event_id)
+            if (
+                task is None
+                or task.started_at is None
+                or started_at is None
+                or _instant(task.started_at) != started_at
+            ):
+                return CompletionOutcome.OBSOLETE
+            del self._db.scheduled[(run_id, scheduled_event_id)]
+            return CompletionOutcome.COMPLETED
+
+    def expired_starts(self, limit: int) -> list[ExpiredStart]:
+        with self._db.lock:
+            now = self._clock()
+            found = []
+            for (run_id, event), task in self._db.scheduled.items():
+                execution = self._db.executions[run_id]
+                if task.started_at is None or execution.status != "running":
+                    continue
+                if self._expired(task.started_at, now):
+                    found.append(
+                        ExpiredStart(
+                            run_id,
+                            event,
+                            task.kind,
+                            execution.namespace,
+                            execution.workflow_id,
+                            _instant(task.started_at),
+                            version_directive(execution),
+                        )
+                    )
+            found.sort(key=lambda s: (s.started_at, s.run_id, s.scheduled_event_id))
+            return found[: max(limit, 0)]
+
+    def reschedule_expired(self, start: ExpiredStart) -> bool:
+        with self._db.lock:
+            task = self._running_task(start.run_id, start.scheduled_event_id)
+            if task is None or task.started_at is None:
+                return False
+            if _instant(task.started_at) != start.started_at:
+                return False
+            if not self._expired(task.started_at, self._clock()):
+                return False
+            task.started_at = None
+            return True
 
 
 class MemoryStore:
     """A Store over a MemoryDatabase; several stores may share one database."""
 
-    def __init__(self, db: MemoryDatabase | None = None) -> None:
+    def __init__(
+        self,
+        db: MemoryDatabase | None = None,
+        *,
+        start_timeout: float | None = DEFAULT_START_TIMEOUT,
+        history_clock: Callable[[], datetime] = _utc_now,
+    ) -> None:
+        """`start_timeout`: History's (seconds, None for none); `history_clock`: what History
+        stamps starts with and judges their age by (tests inject one)."""
         self.db = db if db is not None else MemoryDatabase()
-        self.history = MemoryHistory(self.db)
+        self.history = MemoryHistory(self.db, start_timeout=start_timeout, clock=history_clock)
 
     def check_protocol(self) -> None:
         low, high = self.db.protocol

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from datetime import datetime
 from typing import Any
 
 import psycopg
@@ -16,13 +17,18 @@ from queueguard.core.history import dedupe_starts, version_directive
 from queueguard.core.keys import PhysicalQueue
 from queueguard.core.protocol import PROTOCOL
 from queueguard.core.store import (
+    DEFAULT_START_TIMEOUT,
     JSON,
+    CompletionOutcome,
     Execution,
+    ExpiredStart,
     QueueState,
+    Start,
     StartOutcome,
     Task,
     UserData,
     require_json_object,
+    validate_start_timeout,
 )
 from queueguard.errors import (
     ConnectionFailed,
@@ -52,10 +58,28 @@ def _params(queue: PhysicalQueue, **extra: Any) -> dict[str, Any]:
 
 
 class PostgresHistory:
-    """History's two tables, through the store's pool."""
+    """History's two tables, through the store's pool. Starts are stamped with the server's
+    clock (`now()`), unless a `clock` is injected (tests: the start timeout without sleeping)."""
 
-    def __init__(self, store: PostgresStore) -> None:
+    def __init__(
+        self,
+        store: PostgresStore,
+        *,
+        start_timeout: float | None = DEFAULT_START_TIMEOUT,
+        clock: Callable[[], datetime] | None = None,
+    ) -> None:
         self._store = store
+        self._start_timeout = validate_start_timeout(start_timeout)
+        self._clock = clock
+
+    @property
+    def start_timeout(self) -> float | None:
+        return self._start_timeout
+
+    def _timing(self) -> dict[str, Any]:
+        """The statements' `now` (NULL: the server's) and `timeout` (NULL: none)."""
+        now = self._clock() if self._clock is not None else None
+        return {"now": now, "timeout": self._start_timeout}
 
     def add_execution(self, execution: Execution) -> None:
         with self._store.transaction() as conn:
@@ -81,32 +105,77 @@ class PostgresHistory:
             return version_directive(None)
         return {"behavior": row[0], "deploymentVersion": row[1]}
 
-    def record_task_started(self, run_id: str, scheduled_event_id: int) -> StartOutcome:
+    def _start_one(self, run_id: str, scheduled_event_id: int) -> Start:
         if not _is_uuid(run_id):
-            return StartOutcome.OBSOLETE  # History knows runs by uuid only
+            return Start(StartOutcome.OBSOLETE)  # History knows runs by uuid only
+        params = {"run_id": run_id, "scheduled_event_id": scheduled_event_id, **self._timing()}
         with self._store.statement() as conn:  # one statement: its own transaction
-            row = conn.execute(
-                Q["record_task_started"],
-                {"run_id": run_id, "scheduled_event_id": scheduled_event_id},
-            ).fetchone()
+            row = conn.execute(Q["record_task_started"], params).fetchone()
         assert row is not None
-        return StartOutcome(row[0])
+        return Start(StartOutcome(row[0]), row[1])
 
-    def record_tasks_started(self, identities: Sequence[tuple[str, int]]) -> list[StartOutcome]:
+    def start_tasks(self, identities: Sequence[tuple[str, int]]) -> list[Start]:
         """One statement (one transaction) for the whole batch."""
         if len(identities) == 1:
-            return [self.record_task_started(*identities[0])]
-        return dedupe_starts(identities, self._record_distinct)
+            return [self._start_one(*identities[0])]
+        return dedupe_starts(identities, self._start_distinct)
 
-    def _record_distinct(self, identities: list[tuple[str, int]]) -> list[StartOutcome]:
+    def record_task_started(self, run_id: str, scheduled_event_id: int) -> StartOutcome:
+        return self._start_one(run_id, scheduled_event_id).outcome
+
+    def record_tasks_started(self, identities: Sequence[tuple[str, int]]) -> list[StartOutcome]:
+        return [start.outcome for start in self.start_tasks(identities)]
+
+    def _start_distinct(self, identities: list[tuple[str, int]]) -> list[Start]:
         valid = [(r, e) for r, e in identities if _is_uuid(r)]
-        answers: dict[tuple[str, int], StartOutcome] = {}
+        answers: dict[tuple[str, int], Start] = {}
         if valid:
-            params = {"run_ids": [r for r, _ in valid], "event_ids": [e for _, e in valid]}
+            params = {
+                "run_ids": [r for r, _ in valid],
+                "event_ids": [e for _, e in valid],
+                **self._timing(),
+            }
             with self._store.statement() as conn:
                 rows = conn.execute(Q["record_tasks_started"], params).fetchall()
-            answers = {i: StartOutcome(row[0]) for i, row in zip(valid, rows, strict=True)}
-        return [answers.get(i, StartOutcome.OBSOLETE) for i in identities]
+            answers = {
+                i: Start(StartOutcome(row[0]), row[1]) for i, row in zip(valid, rows, strict=True)
+            }
+        return [answers.get(i, Start(StartOutcome.OBSOLETE)) for i in identities]
+
+    def record_task_completed(
+        self, run_id: str, scheduled_event_id: int, started_at: datetime | None
+    ) -> CompletionOutcome:
+        if started_at is None or not _is_uuid(run_id):
+            return CompletionOutcome.OBSOLETE
+        params = {"run_id": run_id, "scheduled_event_id": scheduled_event_id}
+        with self._store.statement() as conn:
+            row = conn.execute(
+                Q["record_task_completed"], {**params, "started_at": started_at}
+            ).fetchone()
+        return CompletionOutcome.OBSOLETE if row is None else CompletionOutcome.COMPLETED
+
+    def expired_starts(self, limit: int) -> list[ExpiredStart]:
+        if self._start_timeout is None or limit < 1:
+            return []
+        with self._store.statement() as conn:
+            rows = conn.execute(Q["expired_starts"], {"limit": limit, **self._timing()}).fetchall()
+        return [
+            ExpiredStart(
+                r[0], r[1], r[2], r[3], r[4], r[5], {"behavior": r[6], "deploymentVersion": r[7]}
+            )
+            for r in rows
+        ]
+
+    def reschedule_expired(self, start: ExpiredStart) -> bool:
+        params = {
+            "run_id": start.run_id,
+            "scheduled_event_id": start.scheduled_event_id,
+            "started_at": start.started_at,
+            **self._timing(),
+        }
+        with self._store.statement() as conn:
+            row = conn.execute(Q["reschedule_expired"], params).fetchone()
+        return row is not None
 
 
 def _is_canonical_uuid(run_id: object) -> bool:
@@ -132,9 +201,14 @@ class PostgresStore:
         pool_size: int = 4,
         create_schema: bool | Installer = True,
         prepare: bool = True,
+        start_timeout: float | None = DEFAULT_START_TIMEOUT,
+        history_clock: Callable[[], datetime] | None = None,
     ) -> None:
         """`prepare=False` for a transaction pooler (PgBouncer in transaction mode before 1.21):
-        no server-side prepared statements, the only session state the store would use."""
+        no server-side prepared statements, the only session state the store would use.
+        `start_timeout`: History's (seconds; None: none; give every host the same);
+        `history_clock`: stamps starts instead of the server's `now()` (tests)."""
+        validate_start_timeout(start_timeout)
         self.dsn = validate(dsn)
         self.application_name = application_name(PROTOCOL, host_id)
         # Startup handshake before anything is registered or loaded (docs/interfaces.md).
@@ -159,7 +233,7 @@ class PostgresStore:
             self._pool.open(wait=True, timeout=CONNECT_TIMEOUT_S)
         except psycopg.OperationalError as exc:  # pragma: no cover - covered via schema check
             raise ConnectionFailed(f"cannot connect to {redact(dsn)}: {reason(exc)}") from None
-        self.history = PostgresHistory(self)
+        self.history = PostgresHistory(self, start_timeout=start_timeout, clock=history_clock)
 
     @contextmanager
     def _connection_errors(self) -> Iterator[None]:

@@ -119,30 +119,35 @@ UPDATE executions SET status = %(status)s WHERE run_id = %(run_id)s;
 SELECT versioning_behavior, deployment_version FROM executions WHERE run_id = %(run_id)s;
 
 -- name: record_task_started
--- Marks the start if the run is running and the task not yet started; the CTE tells the
--- three answers apart in one round trip.
+-- Marks the start if the run is running and the task not started, or started longer than the
+-- start timeout ago without a completion (NULL timeout: never; `now` NULL: the server's clock):
+-- a new start, with a new started_at (the start's identity, returned). The CTE tells the three
+-- answers apart in one round trip.
 WITH target AS (
     SELECT s.started_at, e.status
     FROM scheduled_tasks s JOIN executions e USING (run_id)
     WHERE s.run_id = %(run_id)s AND s.scheduled_event_id = %(scheduled_event_id)s
     FOR UPDATE OF s
 ), started AS (
-    UPDATE scheduled_tasks s SET started_at = now()
+    UPDATE scheduled_tasks s SET started_at = coalesce(%(now)s::timestamptz, now())
     FROM target
     WHERE s.run_id = %(run_id)s AND s.scheduled_event_id = %(scheduled_event_id)s
-      AND target.status = 'running' AND target.started_at IS NULL
-    RETURNING 1
+      AND target.status = 'running'
+      AND (target.started_at IS NULL
+           OR target.started_at <= coalesce(%(now)s::timestamptz, now())
+                                   - make_interval(secs => %(timeout)s::float8))
+    RETURNING s.started_at
 )
 SELECT CASE
     WHEN EXISTS (SELECT 1 FROM started) THEN 'started'
     WHEN EXISTS (SELECT 1 FROM target WHERE status = 'running') THEN 'already-started'
     ELSE 'obsolete'
-END;
+END, (SELECT started_at FROM started);
 
 -- name: record_tasks_started
 -- RecordTaskStarted for distinct (run, scheduled event) pairs in one statement: rows are
 -- locked in key order (no deadlock between concurrent batches), each pair gets the answer
--- the single statement above would give, in input order.
+-- (and started_at) the single statement above would give, in input order.
 WITH input AS (
     SELECT i.run_id, i.scheduled_event_id, i.ord
     FROM unnest(%(run_ids)s::uuid[], %(event_ids)s::bigint[]) WITH ORDINALITY
@@ -154,18 +159,55 @@ WITH input AS (
     ORDER BY s.run_id, s.scheduled_event_id
     FOR UPDATE OF s
 ), started AS (
-    UPDATE scheduled_tasks s SET started_at = now()
+    UPDATE scheduled_tasks s SET started_at = coalesce(%(now)s::timestamptz, now())
     FROM target t
     WHERE s.run_id = t.run_id AND s.scheduled_event_id = t.scheduled_event_id
-      AND t.status = 'running' AND t.started_at IS NULL
-    RETURNING s.run_id, s.scheduled_event_id
+      AND t.status = 'running'
+      AND (t.started_at IS NULL
+           OR t.started_at <= coalesce(%(now)s::timestamptz, now())
+                              - make_interval(secs => %(timeout)s::float8))
+    RETURNING s.run_id, s.scheduled_event_id, s.started_at
 )
 SELECT CASE
     WHEN st.run_id IS NOT NULL THEN 'started'
     WHEN t.status = 'running' THEN 'already-started'
     ELSE 'obsolete'
-END
+END, st.started_at
 FROM input i
 LEFT JOIN target t ON t.run_id = i.run_id AND t.scheduled_event_id = i.scheduled_event_id
 LEFT JOIN started st ON st.run_id = i.run_id AND st.scheduled_event_id = i.scheduled_event_id
 ORDER BY i.ord;
+
+-- name: record_task_completed
+-- RecordTaskCompleted: History forgets the task (deletes its row) when the completion names
+-- its current start and the run is running; no row: obsolete.
+DELETE FROM scheduled_tasks s
+USING executions e
+WHERE s.run_id = %(run_id)s AND s.scheduled_event_id = %(scheduled_event_id)s
+  AND s.started_at = %(started_at)s::timestamptz
+  AND e.run_id = s.run_id AND e.status = 'running'
+RETURNING 1;
+
+-- name: expired_starts
+-- Starts of running runs older than the start timeout (none with a NULL timeout), oldest
+-- first. Reads only: the timer dispatches each again, then reschedules it.
+SELECT s.run_id::text, s.scheduled_event_id, s.kind, e.namespace, e.workflow_id, s.started_at,
+       e.versioning_behavior, e.deployment_version
+FROM scheduled_tasks s JOIN executions e USING (run_id)
+WHERE e.status = 'running'
+  AND s.started_at <= coalesce(%(now)s::timestamptz, now())
+                      - make_interval(secs => %(timeout)s::float8)
+ORDER BY s.started_at, s.run_id, s.scheduled_event_id
+LIMIT %(limit)s;
+
+-- name: reschedule_expired
+-- Ends an expired start: the task is scheduled again (started_at NULL), unless it was
+-- started again or completed since the timer read it (then no row matches).
+UPDATE scheduled_tasks s SET started_at = NULL
+FROM executions e
+WHERE s.run_id = %(run_id)s AND s.scheduled_event_id = %(scheduled_event_id)s
+  AND s.started_at = %(started_at)s::timestamptz
+  AND s.started_at <= coalesce(%(now)s::timestamptz, now())
+                      - make_interval(secs => %(timeout)s::float8)
+  AND e.run_id = s.run_id AND e.status = 'running'
+RETURNING 1;
