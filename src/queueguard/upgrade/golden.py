@@ -38,6 +38,23 @@ class Fixture:
         return data
 
 
+    @property
+    def expected_rows(self) -> dict[str, Any] | None:
+        """Every column of every row after the upgrade (`upgrade.rows`); None: not frozen."""
+        path = self.folder / EXPECTED_ROWS
+        if not path.is_file():
+            return None
+        data: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+        return data
+
+
+#: the whole rows of a fixture upgraded to head (`upgrade.rows.export_upgraded`)
+EXPECTED_ROWS = "expected_rows.json"
+#: the golden fixture the negative cases (`negative/*.sql`) patch
+NEGATIVE_BASE = "v0.3"
+NEGATIVE = "negative"
+
+
 def all_fixtures(root: Path | None = None) -> list[Fixture]:
     root = root or fixtures_dir()
     return [

@@ -18,6 +18,7 @@ import json
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal
 
@@ -26,7 +27,7 @@ from queueguard.pg.connect import connection
 from queueguard.pg.scratch import ScratchDatabases, dbname_of
 from queueguard.revisions import MigrationSet
 from queueguard.style import paint
-from queueguard.upgrade import audit, catalog, compat, golden, legacy, online, state, status
+from queueguard.upgrade import audit, catalog, compat, golden, legacy, online, rows, state, status
 from queueguard.upgrade.checksums import table_checksums
 from queueguard.upgrade.golden import Fixture, all_fixtures, get, load
 from queueguard.upgrade.manifest import online_files
@@ -108,6 +109,16 @@ def _export(dsn: str) -> dict[str, Any]:
         return state.export_database(conn)
 
 
+def _clock(dsn: str) -> datetime:
+    with connection(dsn) as conn:
+        return rows.clock(conn)
+
+
+def _whole(dsn: str, since: datetime, migrations: MigrationSet) -> rows.Doc:
+    with connection(dsn) as conn:
+        return rows.export_upgraded(conn, since, migrations)
+
+
 def _checksums(dsn: str) -> dict[str, str]:
     with connection(dsn) as conn:
         return table_checksums(conn)
@@ -157,6 +168,7 @@ def verify_fixture(
         checks.append(Check("preflight", ok, detail))
 
     db = scratch.create(template_name)
+    since = _clock(db)
     report = upgrade(db, progress=False, migrations=migrations)
     checks.append(
         Check(
@@ -166,11 +178,19 @@ def verify_fixture(
         )
     )
     actual = _export(db)
+    whole = _whole(db, since, migrations)
     offline = (
         []  # the offline path's checks read no online file
         if online_only
         else _offline_checks(
-            fixture, scratch, template_name, db, actual, fresh_catalog, frozen_catalog, migrations
+            fixture,
+            scratch,
+            template_name,
+            db,
+            (actual, whole),
+            fresh_catalog,
+            frozen_catalog,
+            migrations,
         )
     )
     online_check = lazy(
@@ -194,16 +214,18 @@ def _offline_checks(
     scratch: ScratchDatabases,
     template_name: str,
     db: str,
-    actual: dict[str, Any],
+    exported: tuple[dict[str, Any], rows.Doc],
     fresh_catalog: Any,
     frozen_catalog: dict[str, Any] | None,
     migrations: MigrationSet,
 ) -> Iterator[Check]:
-    """golden, catalog, frozen, invariants, idempotent, stepwise, fence, one at a time (a
-    caller may stop at the first that fails): `db` is the fixture upgraded offline, `actual`
-    its export."""
+    """golden, rows, catalog, frozen, invariants, idempotent, stepwise, fence, one at a time
+    (a caller may stop at the first that fails): `db` is the fixture upgraded offline,
+    `exported` its state document and its whole rows."""
+    actual, whole = exported
     same = snapshot.normalise(actual) == snapshot.normalise(fixture.expected_head)
     yield Check("golden", same, "" if same else state_diff(fixture.expected_head, actual))
+    yield _rows_check(fixture.expected_rows, whole)
 
     upgraded_catalog = _catalog(db)
     differences = catalog.diff(fresh_catalog, upgraded_catalog)
@@ -222,11 +244,28 @@ def _offline_checks(
     )
 
     stepwise = scratch.create(template_name)
+    since = _clock(stepwise)
     for revision in migrations.pending(fixture.revision, migrations.head.id):
         upgrade(stepwise, to=revision.id, progress=False, migrations=migrations)
     same_steps = snapshot.normalise(_export(stepwise)) == snapshot.normalise(actual)
-    yield Check("stepwise", same_steps, "" if same_steps else state_diff(actual, _export(stepwise)))
+    step_rows = rows.differences(whole, _whole(stepwise, since, migrations))
+    yield Check(
+        "stepwise",
+        same_steps and not step_rows,
+        "\n".join(step_rows) if same_steps else state_diff(actual, _export(stepwise)),
+    )
     yield _fence(fixture, scratch.create(template_name), migrations)
+
+
+def _rows_check(expected: rows.Doc | None, actual: rows.Doc) -> Check:
+    """Every column of every row equals the golden run's (`upgrade.rows`): timestamps the
+    fixture fixed stay fixed, none becomes the upgrade's "now"."""
+    if expected is None:
+        hint = f"no {golden.EXPECTED_ROWS}: python -m queueguard.upgrade.fixturegen --write"
+        return Check("rows", False, hint)
+    found = rows.differences(expected, actual)
+    total = sum(len(r) for r in actual.values())
+    return Check("rows", not found, "\n".join(found) or f"{total} rows, every column")
 
 
 def _invariants(db: str, migrations: MigrationSet) -> Check:
@@ -286,10 +325,13 @@ def _online(
         conn.commit()
         work = edges.Work.read(conn)
     offline_edges = scratch.create(dbname_of(db))
+    since = _clock(offline_edges)
     upgrade(offline_edges, progress=False, migrations=migrations)
     offline = _export(offline_edges)
+    offline_rows = _whole(offline_edges, since, migrations)
     probed = scratch.create(dbname_of(db))
     knobs = online.Knobs(batch_size=2, max_lag_s=None)
+    since = _clock(db)
     expanded = online.run(db, phase="expand", knobs=knobs, migrations=migrations)
     fleet = Fleet(db)
     report = online.run(db, knobs=knobs, migrations=migrations, tell=fleet.tell)
@@ -297,6 +339,7 @@ def _online(
     mine = _export(db)
     mine["queues"] = [q for q in mine["queues"] if not q["physicalQueue"].startswith(FLEET)]
     problems += equivalence.quiescent_differences(offline, mine, sources=set(work.sources))
+    problems += [f"rows: {d}" for d in _online_rows(offline_rows, _whole(db, since, migrations))]
     if _rows(db, _LEDGER) != _rows(offline_db, _LEDGER):
         problems.append("the ledger differs from the offline upgrade's")
     problems += catalog.diff(fresh_catalog, _catalog(db))
@@ -316,6 +359,20 @@ def _online(
 
 _LEDGER = status.Q["ledger"]
 FLEET = f"{NAMESPACE}/"
+
+
+def _online_rows(offline: rows.Doc, online_rows: rows.Doc) -> list[str]:
+    """Every column of every row, online against offline on the same input: beside the
+    documented range difference (compared by `equivalence`) and the probe fleet's queues."""
+
+    def keep(_table: str, row: dict[str, Any]) -> bool:
+        return not str(row.get("physical_queue", "")).startswith(FLEET)
+
+    without = {"task_queues": {"range_id"}}
+    return rows.differences(
+        rows.project(offline, without=without),
+        rows.project(online_rows, without=without, keep=keep),
+    )
 
 
 def _rows(dsn: str, sql: str) -> list[tuple[Any, ...]]:
