@@ -27,7 +27,18 @@ from queueguard.pg.connect import connection
 from queueguard.pg.scratch import ScratchDatabases, dbname_of
 from queueguard.revisions import MigrationSet
 from queueguard.style import paint
-from queueguard.upgrade import audit, catalog, compat, golden, legacy, online, rows, state, status
+from queueguard.upgrade import (
+    audit,
+    catalog,
+    compat,
+    golden,
+    legacy,
+    online,
+    refusals,
+    rows,
+    state,
+    status,
+)
 from queueguard.upgrade.checksums import table_checksums
 from queueguard.upgrade.golden import Fixture, all_fixtures, get, load
 from queueguard.upgrade.manifest import online_files
@@ -255,6 +266,30 @@ def _offline_checks(
         "\n".join(step_rows) if same_steps else state_diff(actual, _export(stepwise)),
     )
     yield _fence(fixture, scratch.create(template_name), migrations)
+    if fixture.name == golden.NEGATIVE_BASE:
+        yield _refusals(fixture, scratch, template_name, migrations)
+
+
+def _refusals(
+    fixture: Fixture, scratch: ScratchDatabases, template: str, migrations: MigrationSet
+) -> Check:
+    """Each negative case (the fixture broken one defect at a time) is refused by `upgrade`
+    and by the online path's expand, with a typed error naming the finding, and the database
+    is left as it was (`upgrade.refusals`)."""
+    cases = golden.negative_cases(fixture.folder.parent)
+    if not cases:
+        return Check("refusals", True, "no negative cases")
+    previous = migrations.previous(migrations.head.id)
+    online_path = bool(online_files(migrations.head.id, Path(migrations.root))) and (
+        previous == fixture.revision
+    )
+    found: list[str] = []
+    for case in cases:
+        db = scratch.create(template)
+        found += refusals.run_case(db, case, migrations, online_path)
+    paths = "upgrade and upgrade --online" if online_path else "upgrade"
+    detail = "\n".join(found) or f"{len(cases)} broken databases refused by {paths}, unchanged"
+    return Check("refusals", not found, detail)
 
 
 def _rows_check(expected: rows.Doc | None, actual: rows.Doc) -> Check:
