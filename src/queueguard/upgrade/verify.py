@@ -31,6 +31,7 @@ from queueguard.upgrade import (
     audit,
     catalog,
     compat,
+    contention,
     golden,
     legacy,
     online,
@@ -266,8 +267,19 @@ def _offline_checks(
         "\n".join(step_rows) if same_steps else state_diff(actual, _export(stepwise)),
     )
     yield _fence(fixture, scratch.create(template_name), migrations)
+    yield _contention(fixture, scratch.create(template_name), migrations)
     if fixture.name == golden.NEGATIVE_BASE:
         yield _refusals(fixture, scratch, template_name, migrations)
+
+
+def _contention(fixture: Fixture, db: str, migrations: MigrationSet) -> Check:
+    """While another session holds a lock the next revision needs, upgrade gives up with
+    LockTimeout within its ladder and changes nothing (`upgrade.contention`)."""
+    outcome = contention.probe(db, migrations, fixture.revision)
+    if outcome is None:
+        return Check("contention", True, f"no revision after {fixture.revision} takes a lock")
+    problems = outcome.problems()
+    return Check("contention", not problems, "\n".join(problems) or outcome.summary())
 
 
 def _refusals(
