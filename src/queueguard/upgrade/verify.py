@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from queueguard import revisions, snapshot
+from queueguard.errors import QueueguardError
 from queueguard.pg.connect import connection
 from queueguard.pg.scratch import ScratchDatabases, dbname_of
 from queueguard.revisions import MigrationSet
@@ -343,7 +344,15 @@ def _frozen(frozen: dict[str, Any] | None, upgraded: catalog.Catalog) -> Check:
     return Check("frozen", same, detail)
 
 
-def _online(
+def _online(*args: Any) -> Check:
+    """`_online_path`; a refusal or failure of the path fails the check (naming it)."""
+    try:
+        return _online_path(*args)
+    except QueueguardError as exc:
+        return Check("online", False, f"{type(exc).__name__}: {exc}")
+
+
+def _online_path(
     fixture: Fixture,
     scratch: ScratchDatabases,
     template: str,
@@ -379,9 +388,9 @@ def _online(
     probed = scratch.create(dbname_of(db))
     knobs = online.Knobs(batch_size=2, max_lag_s=None)
     since = _clock(db)
-    expanded = online.run(db, phase="expand", knobs=knobs, migrations=migrations)
+    expanded = online.run(db, phase="expand", knobs=knobs, migrations=migrations, watch=True)
     fleet = Fleet(db)
-    report = online.run(db, knobs=knobs, migrations=migrations, tell=fleet.tell)
+    report = online.run(db, knobs=knobs, migrations=migrations, tell=fleet.tell, watch=True)
     problems = fleet.problems() + work.problems([expanded, report], knobs.batch_size)
     mine = _export(db)
     mine["queues"] = [q for q in mine["queues"] if not q["physicalQueue"].startswith(FLEET)]

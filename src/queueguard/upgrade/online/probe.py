@@ -33,6 +33,7 @@ from queueguard.upgrade.online import batches, phases
 from queueguard.upgrade.online.equivalence import task_multiset
 from queueguard.upgrade.online.report import OnlineReport
 from queueguard.upgrade.online.session import Knobs, Session, statements
+from queueguard.upgrade.online.watch import Watch
 
 NAMESPACE = "queueguard-verify"
 KNOBS = Knobs(batch_size=2, max_lag_s=None, lease_s=30, wait_s=0, retries=0)
@@ -114,7 +115,8 @@ def probe(dsn: str, migrations: MigrationSet, export: Export) -> list[str]:
     before_doc = export(dsn)
     problems: list[str] = []
     ceiling = migrations.head.online_locks
-    session = Session(dsn, target=target, sql=sql, knobs=KNOBS, ceiling=ceiling)
+    watch = Watch(dsn, target, ceiling)
+    session = Session(dsn, target=target, sql=sql, knobs=KNOBS, ceiling=ceiling, watch=watch)
     held: QueueState | None = None
     report = OnlineReport(target, None, None)
     try:
