@@ -504,13 +504,20 @@ def verify(
 
 
 def render(report: VerifyReport, color: bool = False) -> str:
-    names = [c.name for c in report.results[0].checks] if report.results else []
+    names: list[str] = []  # every check any fixture ran, in order (refusals: v0.3 only)
+    for r in report.results:
+        names += [c.name for c in r.checks if c.name not in names]
     header = f"{'fixture':8} {'rev':4} " + " ".join(f"{n:10}" for n in names) + "   ms"
     lines = [header, "-" * len(header)]
     for r in report.results:
+        ran = {c.name: c.ok for c in r.checks}
         cells = " ".join(
-            paint(f"{'ok':10}", "green", color) if c.ok else paint(f"{'FAIL':10}", "red", color)
-            for c in r.checks
+            f"{'-':10}"
+            if n not in ran
+            else paint(f"{'ok':10}", "green", color)
+            if ran[n]
+            else paint(f"{'FAIL':10}", "red", color)
+            for n in names
         )
         lines.append(f"{r.fixture:8} {r.revision:4} {cells} {r.elapsed_ms:5}")
     for r in report.results:
