@@ -122,14 +122,17 @@ class Watch:
         done: threading.Event,
         seen: dict[str, list[str]],
     ) -> None:
-        """Record the backend's table locks until it waits for anything, then let go."""
-        while not done.is_set():
-            found = observer.execute(Q["backend_locks"], {"pid": pid}).fetchall()
-            for table, mode, _granted in found:
-                if table is not None:
-                    seen.setdefault(str(table), []).append(locks.mode_of(str(mode)))
-            if any(not granted for _table, _mode, granted in found):
-                with contextlib.suppress(psycopg.Error):
-                    holder.rollback()  # judged: the statement may go on
-                return
-            time.sleep(POLL_S)
+        """Record the backend's table locks until it waits for anything, then let go (also
+        if the observer itself fails: the statement must never wait for it forever)."""
+        try:
+            while not done.is_set():
+                found = observer.execute(Q["backend_locks"], {"pid": pid}).fetchall()
+                for table, mode, _granted in found:
+                    if table is not None:
+                        seen.setdefault(str(table), []).append(locks.mode_of(str(mode)))
+                if any(not granted for _table, _mode, granted in found):
+                    return  # judged: the statement may go on
+                time.sleep(POLL_S)
+        finally:
+            with contextlib.suppress(psycopg.Error):
+                holder.rollback()
