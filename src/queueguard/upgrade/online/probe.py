@@ -216,6 +216,11 @@ def _expand_beside_another_build(
         builder.close()
 
 
+def _rollback_quietly(conn: Any) -> None:
+    with contextlib.suppress(psycopg.Error):
+        conn.rollback()
+
+
 def _build_quietly(builder: Any, statement: str) -> None:
     with contextlib.suppress(Exception):
         builder.execute(statement)
@@ -447,15 +452,24 @@ def _abort_refusals(dsn: str, session: Session, report: OnlineReport) -> list[st
     v0.4 host of this database is connected, not one of another database."""
     found = []
     loading = connect(dsn)
+    # A migrator without its lock_timeout would wait for the load forever: the load ends
+    # at the bound of its ladder (one attempt, KNOBS.retries = 0) plus slack, so abort then
+    # goes through and is reported instead of hanging verify.
+    bound_s = KNOBS.lock_timeout_ms * (KNOBS.retries + 1) / 1000 + 5.0
+    ends = threading.Timer(bound_s, _rollback_quietly, (loading,))
     try:
         loading.execute("SELECT min_protocol FROM runtime_protocol")  # a handshake in flight
+        ends.start()
+        started = time.monotonic()
         try:
             phases.abort(session, report, _quiet, force=False)
             found.append("abort did not wait for a load in flight")
         except LockTimeout:
-            pass
+            if time.monotonic() - started > bound_s:
+                found.append(f"abort waited for a load in flight beyond {bound_s:.1f}s")
     finally:
-        loading.rollback()
+        ends.cancel()
+        _rollback_quietly(loading)
         loading.close()
     here = connect(dsn, application_name="queueguard/4 host=here")
     elsewhere = connect(database_dsn(dsn, "postgres"), application_name="queueguard/4 host=other")
