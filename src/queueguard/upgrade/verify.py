@@ -2,9 +2,12 @@
 
 Per fixture, each in fresh databases cloned from a template (CREATE DATABASE … TEMPLATE):
 load → preflight (expect no blocking finding) → upgrade to head → compare with the golden
-state → compare the catalog with a fresh install → upgrade step by step to the same state →
-re-run the upgrade and prove it changed nothing → the protocol fence: released v0.2/v0.3
-workers (`upgrade.legacy`) started around the upgrade all fail and change nothing. Once per run,
+state and the golden rows (every column: `upgrade.rows`) → compare the catalog with a fresh
+install → upgrade step by step to the same state → re-run the upgrade and prove it changed
+nothing → the protocol fence: released v0.2/v0.3 workers (`upgrade.legacy`) started around the
+upgrade all fail and change nothing → contention: a lock held elsewhere makes upgrade give up
+within its ladder, changing nothing (`upgrade.contention`) → on v0.3, every negative case
+refused unchanged (`upgrade.refusals`) → the online path (`_online`). Once per run,
 the static compatibility matrix (`compat`) of those workers' statements × every revision.
 Scratch databases are ours (prefix `qg`) and are dropped afterwards; no other database is
 touched.
