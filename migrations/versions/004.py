@@ -22,11 +22,14 @@ locks = {
     "runtime_protocol": "ACCESS EXCLUSIVE",
     "executions": "ACCESS SHARE",  # read for the directives; History keeps running
 }
-# the online path's lock ceiling (`upgrade --online`): no transaction of it holds more
+# the online path's lock ceiling (`upgrade --online`): no transaction of it holds more, and
+# no statement it runs outside a transaction (verify observes those: upgrade.online.watch)
 online_locks = {
     "task_queues": "ACCESS EXCLUSIVE",  # expand adds, contract/abort drop the owner column
     "runtime_protocol": "ACCESS EXCLUSIVE",  # the window opens and closes
-    "tasks": "ROW EXCLUSIVE",  # batches move and mark rows: appends and claims go on
+    # batches move and mark rows (ROW EXCLUSIVE); the marker index is built and dropped
+    # CONCURRENTLY (SHARE UPDATE EXCLUSIVE): appends and claims go on throughout
+    "tasks": "SHARE UPDATE EXCLUSIVE",
     "executions": "ACCESS SHARE",  # read for the directives; History keeps running
 }
 

@@ -144,17 +144,24 @@ class LockBudgetExceeded(MigrationError):
     """A revision's transaction held other locks than its declared budget (or one of its
     online path's transactions held more than its ceiling); rolled back."""
 
-    def __init__(self, revision: str, problems: list[str], online: str | None = None) -> None:
+    def __init__(
+        self,
+        revision: str,
+        problems: list[str],
+        online: str | None = None,
+        *,
+        observed: bool = False,
+    ) -> None:
         self.revision, self.problems = revision, problems
         if online is None:
             what, fact = f"revision {revision} broke its lock budget", "the budget is `locks`"
         else:  # `online`: the online path's transaction that broke its ceiling
             what = f"revision {revision}'s online path ({online}) broke its lock ceiling"
             fact = "the ceiling is `online_locks`"
+        # observed: an autocommit statement, seen from another session; it has run
+        outcome = "observed while it ran" if observed else "nothing was changed"
         super().__init__(
-            f"{what}, nothing was changed: "
-            + "; ".join(problems)
-            + f" ({fact} in versions/{revision}.py)"
+            f"{what}, {outcome}: " + "; ".join(problems) + f" ({fact} in versions/{revision}.py)"
         )
 
 

@@ -8,40 +8,21 @@ do".
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
-from pathlib import Path
 
 import pytest
 
 from queueguard.cli import main
 from queueguard.errors import QueueguardError
 from queueguard.pg import scratch
-from queueguard.resources import fixtures_dir
 from queueguard.upgrade import golden
 from queueguard.upgrade.preflight import preflight, render_text
 from queueguard.upgrade.runner import upgrade
 
 from .preflight_support import checksums, execute
 
-NEGATIVE = fixtures_dir() / "negative"
-
-
-@dataclass(frozen=True)
-class Defect:
-    path: Path
-    expect: str
-    names: str
-
-    @classmethod
-    def read(cls, path: Path) -> Defect:
-        text = path.read_text(encoding="utf-8")
-        fields = dict(re.findall(r"^-- (expect|names):\s*(.+?)\s*$", text, re.MULTILINE))
-        return cls(path, fields["expect"], fields["names"])
-
-
-DEFECTS = [Defect.read(p) for p in sorted(NEGATIVE.glob("*.sql"))]
+Defect = golden.NegativeCase
+DEFECTS = golden.negative_cases()
 
 
 def _template(admin: str, fixture: str) -> Iterator[str]:
@@ -91,11 +72,7 @@ def test_negative_fixture_is_reported_and_refused_without_a_trace(
     with pytest.raises(QueueguardError) as refused:
         upgrade(dsn, progress=False)
     assert "nothing was changed" in str(refused.value) or defect.expect.startswith("schema.")
-    if defect.expect.startswith("data.") or defect.expect in (
-        "schema.column_missing",
-        "schema.column_type",
-        "schema.key_missing",
-    ):
+    if defect.guarded:
         # the guard's refusal names the same code, object and samples
         assert defect.expect in str(refused.value) and defect.names in str(refused.value)
     assert checksums(dsn) == before  # byte-for-byte: every table, and the catalog

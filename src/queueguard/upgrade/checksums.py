@@ -26,3 +26,19 @@ def table_checksums(conn: psycopg.Connection[Any]) -> dict[str, str]:
         ).fetchone()
         result[table] = str(row[0]) if row else ""
     return result
+
+
+def fingerprint(conn: psycopg.Connection[Any]) -> dict[str, str]:
+    """`table_checksums` plus the current schema's relations and constraints: a refusal
+    must leave both untouched (nothing created, dropped or altered)."""
+    result = table_checksums(conn)
+    row = conn.execute(
+        "SELECT (SELECT string_agg(relname || ':' || relkind::text, ',' ORDER BY relname) "
+        "FROM pg_class WHERE relnamespace = current_schema()::regnamespace), "
+        "(SELECT string_agg(conname || ':' || pg_get_constraintdef(oid), ',' ORDER BY conname) "
+        "FROM pg_constraint WHERE connamespace = current_schema()::regnamespace)"
+    ).fetchone()
+    result["<relations>"] = str(row[0] if row else "")
+    result["<constraints>"] = str(row[1] if row else "")
+    conn.rollback()
+    return result

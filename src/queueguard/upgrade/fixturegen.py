@@ -24,7 +24,7 @@ from queueguard.pg.connect import connection
 from queueguard.resources import fixtures_dir
 from queueguard.revisions import MigrationSet
 from queueguard.snapshot import relocation
-from queueguard.upgrade import catalog, golden, state
+from queueguard.upgrade import catalog, golden, rows, state
 from queueguard.upgrade.dumps import normalise_dump
 from queueguard.upgrade.fixture_data import FIXTURES, USER_DATA, spool_rows
 from queueguard.upgrade.runner import upgrade
@@ -58,12 +58,16 @@ def build(name: str, admin: str, out_dir: Path, migrations: MigrationSet | None 
                 before = state.export_database(conn, format_version=3)
             (out_dir / "snapshots").mkdir(exist_ok=True)
             _write_json(out_dir / "snapshots" / "v3_golden.json", before)
+        with connection(dsn) as conn:
+            since = rows.clock(conn)
         upgrade(dsn, progress=False, migrations=migrations)
         with connection(dsn) as conn:
             after = state.export_database(conn)
+            whole = rows.export_upgraded(conn, since, migrations or revisions.packaged())
         if before is not None and relocation.apply_004(before) != after:
             raise SystemExit("memory and SQL upgrades disagree on v0.3; fix before freezing")
         _write_json(folder / "expected_head.json", after)
+        _write_json(folder / golden.EXPECTED_ROWS, whole)
         _write_json(
             folder / "manifest.json",
             {

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -37,6 +38,22 @@ class Fixture:
         data: dict[str, Any] = json.loads((self.folder / "expected_head.json").read_text())
         return data
 
+    @property
+    def expected_rows(self) -> dict[str, Any] | None:
+        """Every column of every row after the upgrade (`upgrade.rows`); None: not frozen."""
+        path = self.folder / EXPECTED_ROWS
+        if not path.is_file():
+            return None
+        data: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+        return data
+
+
+#: the whole rows of a fixture upgraded to head (`upgrade.rows.export_upgraded`)
+EXPECTED_ROWS = "expected_rows.json"
+#: the golden fixture the negative cases (`negative/*.sql`) patch
+NEGATIVE_BASE = "v0.3"
+NEGATIVE = "negative"
+
 
 def all_fixtures(root: Path | None = None) -> list[Fixture]:
     root = root or fixtures_dir()
@@ -67,6 +84,46 @@ def head_catalog(root: Path | None = None) -> dict[str, Any] | None:
         return None
     data: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
     return data
+
+
+@dataclass(frozen=True)
+class NegativeCase:
+    """A broken copy of the NEGATIVE_BASE fixture: `path` patches it with one defect; the
+    guard (or the runner) must refuse it with `expect` and name `names`."""
+
+    path: Path
+    expect: str
+    names: str
+
+    @property
+    def name(self) -> str:
+        return self.path.stem
+
+    @property
+    def sql(self) -> str:
+        return self.path.read_text(encoding="utf-8")
+
+    @property
+    def guarded(self) -> bool:
+        """Refused by the guard's audit checks, naming the code (the others are refused
+        before any revision runs: no version table, an unknown revision)."""
+        return self.expect.startswith("data.") or self.expect in (
+            "schema.column_missing",
+            "schema.column_type",
+            "schema.key_missing",
+        )
+
+    @classmethod
+    def read(cls, path: Path) -> NegativeCase:
+        text = path.read_text(encoding="utf-8")
+        fields = dict(re.findall(r"^-- (expect|names):\s*(.+?)\s*$", text, re.MULTILINE))
+        return cls(path, fields["expect"], fields["names"])
+
+
+def negative_cases(root: Path | None = None) -> list[NegativeCase]:
+    """The negative cases of a fixtures folder (none when it has no `negative/`)."""
+    folder = (root or fixtures_dir()) / NEGATIVE
+    return [NegativeCase.read(p) for p in sorted(folder.glob("*.sql"))] if folder.is_dir() else []
 
 
 def snapshot_path(name: str) -> Path:

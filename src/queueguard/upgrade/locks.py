@@ -28,6 +28,44 @@ BOOKKEEPING = frozenset({"queueguard_version", "queueguard_migrations"})
 _PG_NAMES = {"".join(w.title() for w in m.split()) + "Lock": m for m in MODES}
 
 
+#: PostgreSQL's table-level lock conflicts (the documentation's table 13.2), by mode
+CONFLICTS: dict[str, frozenset[str]] = {
+    "ACCESS SHARE": frozenset({"ACCESS EXCLUSIVE"}),
+    "ROW SHARE": frozenset({"EXCLUSIVE", "ACCESS EXCLUSIVE"}),
+    "ROW EXCLUSIVE": frozenset({"SHARE", "SHARE ROW EXCLUSIVE", "EXCLUSIVE", "ACCESS EXCLUSIVE"}),
+    "SHARE UPDATE EXCLUSIVE": frozenset(
+        {"SHARE UPDATE EXCLUSIVE", "SHARE", "SHARE ROW EXCLUSIVE", "EXCLUSIVE", "ACCESS EXCLUSIVE"}
+    ),
+    "SHARE": frozenset(
+        {"ROW EXCLUSIVE", "SHARE UPDATE EXCLUSIVE", "SHARE ROW EXCLUSIVE", "EXCLUSIVE"}
+        | {"ACCESS EXCLUSIVE"}
+    ),
+    "SHARE ROW EXCLUSIVE": frozenset(MODES[2:]),
+    "EXCLUSIVE": frozenset(MODES[1:]),
+    "ACCESS EXCLUSIVE": frozenset(MODES),
+}
+
+
+def weakest_conflicting(mode: str) -> str:
+    """The weakest mode another session can hold to make `mode` wait (pure)."""
+    return next(m for m in MODES if mode in CONFLICTS[m])
+
+
+def guard_above(ceiling: str | None) -> str | None:
+    """The weakest mode that makes every mode stronger than `ceiling` wait and lets every
+    mode up to it through (None: nothing is stronger; `ceiling` None: no lock is allowed, so
+    every mode must wait). Held by an observer, it turns any lock above a ceiling into a wait
+    that can be seen in pg_locks (pure)."""
+    allowed = set() if ceiling is None else set(MODES[: MODES.index(ceiling) + 1])
+    above = set(MODES) - allowed
+    if not above:
+        return None
+    for mode in MODES:
+        if above <= CONFLICTS[mode] and not allowed & CONFLICTS[mode]:
+            return mode
+    raise ValueError(f"no lock mode separates {ceiling} from the modes above it")
+
+
 def mode_of(pg_lock_mode: str) -> str:
     """`AccessExclusiveLock` (pg_locks) -> `ACCESS EXCLUSIVE`."""
     return _PG_NAMES[pg_lock_mode]

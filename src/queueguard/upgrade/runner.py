@@ -55,6 +55,18 @@ RUNNER_WAIT_S = 30.0
 #: `alembic.op`): two threads of one process must not run it at once (hosts may install the
 #: head schema from several threads). Across processes the runner lock serialises them.
 ALEMBIC = threading.Lock()
+#: the lock-timeout ladder: each retry waits a jittered RETRY_SLEEP_S × its number, then
+#: tries again with a lock_timeout RETRY_GROWTH times the last (`ladder_s` bounds it)
+RETRY_GROWTH = 1.5
+RETRY_SLEEP_S = (0.1, 0.5)
+
+
+def ladder_s(lock_timeout_ms: int, retries: int) -> float:
+    """The longest an upgrade can wait for one revision's locks before it gives up with
+    LockTimeout: every attempt's lock_timeout and every sleep between them (pure)."""
+    waits = sum(lock_timeout_ms * RETRY_GROWTH**k for k in range(retries + 1)) / 1000
+    sleeps = sum(RETRY_SLEEP_S[1] * (k + 1) for k in range(retries))
+    return waits + sleeps
 
 
 @dataclass
@@ -342,8 +354,8 @@ def _apply_with_retries(
                     f"revision {revision}: could not get its locks after {retries + 1} "
                     f"attempts (last lock_timeout {timeout} ms); nothing was changed"
                 ) from None
-            time.sleep(random.uniform(0.1, 0.5) * (attempt + 1))
-            timeout = int(timeout * 1.5)
+            time.sleep(random.uniform(*RETRY_SLEEP_S) * (attempt + 1))
+            timeout = int(timeout * RETRY_GROWTH)
         except (sa.exc.DBAPIError, psycopg.Error) as exc:
             # Any other database error in a step: the revision's transaction rolls back whole;
             # report it as a refusal (exit 1), not as a driver traceback.

@@ -2,9 +2,12 @@
 
 Per fixture, each in fresh databases cloned from a template (CREATE DATABASE … TEMPLATE):
 load → preflight (expect no blocking finding) → upgrade to head → compare with the golden
-state → compare the catalog with a fresh install → upgrade step by step to the same state →
-re-run the upgrade and prove it changed nothing → the protocol fence: released v0.2/v0.3
-workers (`upgrade.legacy`) started around the upgrade all fail and change nothing. Once per run,
+state and the golden rows (every column: `upgrade.rows`) → compare the catalog with a fresh
+install → upgrade step by step to the same state → re-run the upgrade and prove it changed
+nothing → the protocol fence: released v0.2/v0.3 workers (`upgrade.legacy`) started around the
+upgrade all fail and change nothing → contention: a lock held elsewhere makes upgrade give up
+within its ladder, changing nothing (`upgrade.contention`) → on v0.3, every negative case
+refused unchanged (`upgrade.refusals`) → the online path (`_online`). Once per run,
 the static compatibility matrix (`compat`) of those workers' statements × every revision.
 Scratch databases are ours (prefix `qg`) and are dropped afterwards; no other database is
 touched.
@@ -18,15 +21,29 @@ import json
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 from typing import Any, Literal
 
 from queueguard import revisions, snapshot
+from queueguard.errors import QueueguardError
 from queueguard.pg.connect import connection
 from queueguard.pg.scratch import ScratchDatabases, dbname_of
 from queueguard.revisions import MigrationSet
 from queueguard.style import paint
-from queueguard.upgrade import audit, catalog, compat, golden, legacy, online, state, status
+from queueguard.upgrade import (
+    audit,
+    catalog,
+    compat,
+    contention,
+    golden,
+    legacy,
+    online,
+    refusals,
+    rows,
+    state,
+    status,
+)
 from queueguard.upgrade.checksums import table_checksums
 from queueguard.upgrade.golden import Fixture, all_fixtures, get, load
 from queueguard.upgrade.manifest import online_files
@@ -108,6 +125,16 @@ def _export(dsn: str) -> dict[str, Any]:
         return state.export_database(conn)
 
 
+def _clock(dsn: str) -> datetime:
+    with connection(dsn) as conn:
+        return rows.clock(conn)
+
+
+def _whole(dsn: str, since: datetime, migrations: MigrationSet) -> rows.Doc:
+    with connection(dsn) as conn:
+        return rows.export_upgraded(conn, since, migrations)
+
+
 def _checksums(dsn: str) -> dict[str, str]:
     with connection(dsn) as conn:
         return table_checksums(conn)
@@ -157,6 +184,7 @@ def verify_fixture(
         checks.append(Check("preflight", ok, detail))
 
     db = scratch.create(template_name)
+    since = _clock(db)
     report = upgrade(db, progress=False, migrations=migrations)
     checks.append(
         Check(
@@ -166,11 +194,19 @@ def verify_fixture(
         )
     )
     actual = _export(db)
+    whole = _whole(db, since, migrations)
     offline = (
         []  # the offline path's checks read no online file
         if online_only
         else _offline_checks(
-            fixture, scratch, template_name, db, actual, fresh_catalog, frozen_catalog, migrations
+            fixture,
+            scratch,
+            template_name,
+            db,
+            (actual, whole),
+            fresh_catalog,
+            frozen_catalog,
+            migrations,
         )
     )
     online_check = lazy(
@@ -194,16 +230,18 @@ def _offline_checks(
     scratch: ScratchDatabases,
     template_name: str,
     db: str,
-    actual: dict[str, Any],
+    exported: tuple[dict[str, Any], rows.Doc],
     fresh_catalog: Any,
     frozen_catalog: dict[str, Any] | None,
     migrations: MigrationSet,
 ) -> Iterator[Check]:
-    """golden, catalog, frozen, invariants, idempotent, stepwise, fence, one at a time (a
-    caller may stop at the first that fails): `db` is the fixture upgraded offline, `actual`
-    its export."""
+    """golden, rows, catalog, frozen, invariants, idempotent, stepwise, fence, one at a time
+    (a caller may stop at the first that fails): `db` is the fixture upgraded offline,
+    `exported` its state document and its whole rows."""
+    actual, whole = exported
     same = snapshot.normalise(actual) == snapshot.normalise(fixture.expected_head)
     yield Check("golden", same, "" if same else state_diff(fixture.expected_head, actual))
+    yield _rows_check(fixture.expected_rows, whole)
 
     upgraded_catalog = _catalog(db)
     differences = catalog.diff(fresh_catalog, upgraded_catalog)
@@ -222,11 +260,63 @@ def _offline_checks(
     )
 
     stepwise = scratch.create(template_name)
+    since = _clock(stepwise)
     for revision in migrations.pending(fixture.revision, migrations.head.id):
         upgrade(stepwise, to=revision.id, progress=False, migrations=migrations)
     same_steps = snapshot.normalise(_export(stepwise)) == snapshot.normalise(actual)
-    yield Check("stepwise", same_steps, "" if same_steps else state_diff(actual, _export(stepwise)))
+    step_rows = rows.differences(whole, _whole(stepwise, since, migrations))
+    yield Check(
+        "stepwise",
+        same_steps and not step_rows,
+        "\n".join(step_rows) if same_steps else state_diff(actual, _export(stepwise)),
+    )
     yield _fence(fixture, scratch.create(template_name), migrations)
+    yield _contention(fixture, scratch.create(template_name), migrations)
+    if fixture.name == golden.NEGATIVE_BASE:
+        yield _refusals(fixture, scratch, template_name, migrations)
+
+
+def _contention(fixture: Fixture, db: str, migrations: MigrationSet) -> Check:
+    """While another session holds a lock the next revision needs, upgrade gives up with
+    LockTimeout within its ladder and changes nothing (`upgrade.contention`)."""
+    outcome = contention.probe(db, migrations, fixture.revision)
+    if outcome is None:
+        return Check("contention", True, f"no revision after {fixture.revision} takes a lock")
+    problems = outcome.problems()
+    return Check("contention", not problems, "\n".join(problems) or outcome.summary())
+
+
+def _refusals(
+    fixture: Fixture, scratch: ScratchDatabases, template: str, migrations: MigrationSet
+) -> Check:
+    """Each negative case (the fixture broken one defect at a time) is refused by `upgrade`
+    and by the online path's expand, with a typed error naming the finding, and the database
+    is left as it was (`upgrade.refusals`)."""
+    cases = golden.negative_cases(fixture.folder.parent)
+    if not cases:
+        return Check("refusals", True, "no negative cases")
+    previous = migrations.previous(migrations.head.id)
+    online_path = bool(online_files(migrations.head.id, Path(migrations.root))) and (
+        previous == fixture.revision
+    )
+    found: list[str] = []
+    for case in cases:
+        db = scratch.create(template)
+        found += refusals.run_case(db, case, migrations, online_path)
+    paths = "upgrade and upgrade --online" if online_path else "upgrade"
+    detail = "\n".join(found) or f"{len(cases)} broken databases refused by {paths}, unchanged"
+    return Check("refusals", not found, detail)
+
+
+def _rows_check(expected: rows.Doc | None, actual: rows.Doc) -> Check:
+    """Every column of every row equals the golden run's (`upgrade.rows`): timestamps the
+    fixture fixed stay fixed, none becomes the upgrade's "now"."""
+    if expected is None:
+        hint = f"no {golden.EXPECTED_ROWS}: python -m queueguard.upgrade.fixturegen --write"
+        return Check("rows", False, hint)
+    found = rows.differences(expected, actual)
+    total = sum(len(r) for r in actual.values())
+    return Check("rows", not found, "\n".join(found) or f"{total} rows, every column")
 
 
 def _invariants(db: str, migrations: MigrationSet) -> Check:
@@ -257,7 +347,15 @@ def _frozen(frozen: dict[str, Any] | None, upgraded: catalog.Catalog) -> Check:
     return Check("frozen", same, detail)
 
 
-def _online(
+def _online(*args: Any) -> Check:
+    """`_online_path`; a refusal or failure of the path fails the check (naming it)."""
+    try:
+        return _online_path(*args)
+    except QueueguardError as exc:
+        return Check("online", False, f"{type(exc).__name__}: {exc}")
+
+
+def _online_path(
     fixture: Fixture,
     scratch: ScratchDatabases,
     template: str,
@@ -286,17 +384,21 @@ def _online(
         conn.commit()
         work = edges.Work.read(conn)
     offline_edges = scratch.create(dbname_of(db))
+    since = _clock(offline_edges)
     upgrade(offline_edges, progress=False, migrations=migrations)
     offline = _export(offline_edges)
+    offline_rows = _whole(offline_edges, since, migrations)
     probed = scratch.create(dbname_of(db))
     knobs = online.Knobs(batch_size=2, max_lag_s=None)
-    expanded = online.run(db, phase="expand", knobs=knobs, migrations=migrations)
+    since = _clock(db)
+    expanded = online.run(db, phase="expand", knobs=knobs, migrations=migrations, watch=True)
     fleet = Fleet(db)
-    report = online.run(db, knobs=knobs, migrations=migrations, tell=fleet.tell)
+    report = online.run(db, knobs=knobs, migrations=migrations, tell=fleet.tell, watch=True)
     problems = fleet.problems() + work.problems([expanded, report], knobs.batch_size)
     mine = _export(db)
     mine["queues"] = [q for q in mine["queues"] if not q["physicalQueue"].startswith(FLEET)]
     problems += equivalence.quiescent_differences(offline, mine, sources=set(work.sources))
+    problems += [f"rows: {d}" for d in _online_rows(offline_rows, _whole(db, since, migrations))]
     if _rows(db, _LEDGER) != _rows(offline_db, _LEDGER):
         problems.append("the ledger differs from the offline upgrade's")
     problems += catalog.diff(fresh_catalog, _catalog(db))
@@ -316,6 +418,20 @@ def _online(
 
 _LEDGER = status.Q["ledger"]
 FLEET = f"{NAMESPACE}/"
+
+
+def _online_rows(offline: rows.Doc, online_rows: rows.Doc) -> list[str]:
+    """Every column of every row, online against offline on the same input: beside the
+    documented range difference (compared by `equivalence`) and the probe fleet's queues."""
+
+    def keep(_table: str, row: dict[str, Any]) -> bool:
+        return not str(row.get("physical_queue", "")).startswith(FLEET)
+
+    without = {"task_queues": {"range_id"}}
+    return rows.differences(
+        rows.project(offline, without=without),
+        rows.project(online_rows, without=without, keep=keep),
+    )
 
 
 def _rows(dsn: str, sql: str) -> list[tuple[Any, ...]]:
@@ -391,13 +507,20 @@ def verify(
 
 
 def render(report: VerifyReport, color: bool = False) -> str:
-    names = [c.name for c in report.results[0].checks] if report.results else []
+    names: list[str] = []  # every check any fixture ran, in order (refusals: v0.3 only)
+    for r in report.results:
+        names += [c.name for c in r.checks if c.name not in names]
     header = f"{'fixture':8} {'rev':4} " + " ".join(f"{n:10}" for n in names) + "   ms"
     lines = [header, "-" * len(header)]
     for r in report.results:
+        ran = {c.name: c.ok for c in r.checks}
         cells = " ".join(
-            paint(f"{'ok':10}", "green", color) if c.ok else paint(f"{'FAIL':10}", "red", color)
-            for c in r.checks
+            f"{'-':10}"
+            if n not in ran
+            else paint(f"{'ok':10}", "green", color)
+            if ran[n]
+            else paint(f"{'FAIL':10}", "red", color)
+            for n in names
         )
         lines.append(f"{r.fixture:8} {r.revision:4} {cells} {r.elapsed_ms:5}")
     for r in report.results:

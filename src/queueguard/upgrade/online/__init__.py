@@ -19,6 +19,7 @@ from queueguard.upgrade.online import phases as _phases
 from queueguard.upgrade.online.batches import Paused
 from queueguard.upgrade.online.report import OnlineReport, Progress, Tell
 from queueguard.upgrade.online.session import Knobs, PhaseMoved, Session, statements
+from queueguard.upgrade.online.watch import Watch
 
 __all__ = ["PHASES", "Knobs", "OnlineReport", "Progress", "run"]
 
@@ -36,11 +37,13 @@ def run(
     tell: Tell | None = None,
     migrations: MigrationSet | None = None,
     stop: threading.Event | None = None,
+    watch: bool = False,
 ) -> OnlineReport:
     """Carry out `phase` (or every due phase: expand, migrate, contract) against `dsn`.
 
     `stop`: once set (e.g. on SIGINT), the run stops after the batch in
-    flight commits and reports itself paused.
+    flight commits and reports itself paused. `watch`: hold the autocommit statements to
+    the lock ceiling by observing them from other sessions (`online.watch`; verify's).
     """
     if phase is not None and phase not in PHASES:
         raise UsageError(f"--phase takes one of {', '.join(PHASES)}, got {phase!r}")
@@ -52,7 +55,10 @@ def run(
     say = tell or (lambda _message: None)
     started = time.monotonic()
     ceiling = migrations.get(target).online_locks
-    session = Session(dsn, target=target, sql=sql, knobs=knobs, ceiling=ceiling, stop=stop)
+    observer = Watch(dsn, target, ceiling) if watch else None
+    session = Session(
+        dsn, target=target, sql=sql, knobs=knobs, ceiling=ceiling, stop=stop, watch=observer
+    )
     try:
         session.read(lambda cursor: topology.refuse_standby(cursor, "upgrade --online"))
         before = session.read(lambda cursor: schema.read_state(cursor).revision)

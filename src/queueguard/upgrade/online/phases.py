@@ -121,12 +121,12 @@ def expand(session: Session, migrations: MigrationSet, report: OnlineReport, tel
                 "rerun when it has finished"
             )
         session.transaction(lambda _c: None, phases=expanding, what="expand: lease")
-        session.autocommit(session.q("rollout.drop_marker_index"))
+        session.autocommit(session.q("rollout.drop_marker_index"), "expand: drop a failed build")
         valid = None
     if valid is None:
         session.transaction(lambda _c: None, phases=expanding, what="expand: lease")
         tell("expand: building the marker index (CONCURRENTLY: writers go on)")
-        session.autocommit(session.q("expand.marker_index"))
+        session.autocommit(session.q("expand.marker_index"), "expand: marker index")
 
     # Stale legacy counters (last_task_id below the highest stored id) make the next append
     # collide, for v0.3 and v0.4 hosts alike: repair them before v0.4 hosts may start.
@@ -254,7 +254,7 @@ def contract(
     if auto:  # nothing writes @auto once the window is closed and its owners fenced
         raise MigrationError(f"contract: {auto} rows still in @auto queues; rerun to retry")
     session.transaction(lambda _c: None, phases=closing, what="contract: lease")
-    session.autocommit(session.q("rollout.drop_marker_index"))
+    session.autocommit(session.q("rollout.drop_marker_index"), "contract: drop the marker index")
 
     def record(cursor: Cursor) -> None:
         cursor.execute(f"SET LOCAL lock_timeout = {int(session.knobs.wait_s * 1000)}")
@@ -315,7 +315,7 @@ def abort(session: Session, report: OnlineReport, tell: Tell, *, force: bool) ->
         )
         tell(f"abort: window back to [3, 3], {report.queues_fenced} protocol-4 queues fenced")
     session.transaction(lambda _c: None, phases=("aborting",), what="abort: lease")
-    session.autocommit(session.q("rollout.drop_marker_index"))
+    session.autocommit(session.q("rollout.drop_marker_index"), "abort: drop the marker index")
     session.transaction(
         lambda c: c.execute(session.q("rollout.drop_table")),
         phases=("aborting",),

@@ -15,14 +15,25 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import threading
 import time
 from collections.abc import Callable
 from typing import Any
 
+import psycopg
+import psycopg.sql
+
 from queueguard.core.keys import PhysicalQueue
 from queueguard.core.store import QueueState
-from queueguard.errors import HostsConnected, LockTimeout, MigratorBusy, QueueguardError
+from queueguard.errors import (
+    HostsConnected,
+    LockTimeout,
+    MigratorBusy,
+    QueueguardError,
+    RolloutRefused,
+)
 from queueguard.pg.connect import connect, connection
 from queueguard.pg.scratch import database_dsn
 from queueguard.revisions import MigrationSet
@@ -30,9 +41,11 @@ from queueguard.stores.postgres import PostgresStore
 from queueguard.upgrade import catalog, status
 from queueguard.upgrade.legacy.workers import LegacyQueue, V03Worker
 from queueguard.upgrade.online import batches, phases
+from queueguard.upgrade.online.between import Between
 from queueguard.upgrade.online.equivalence import task_multiset
 from queueguard.upgrade.online.report import OnlineReport
 from queueguard.upgrade.online.session import Knobs, Session, statements
+from queueguard.upgrade.online.watch import Watch
 
 NAMESPACE = "queueguard-verify"
 KNOBS = Knobs(batch_size=2, max_lag_s=None, lease_s=30, wait_s=0, retries=0)
@@ -114,22 +127,31 @@ def probe(dsn: str, migrations: MigrationSet, export: Export) -> list[str]:
     before_doc = export(dsn)
     problems: list[str] = []
     ceiling = migrations.head.online_locks
-    session = Session(dsn, target=target, sql=sql, knobs=KNOBS, ceiling=ceiling)
+    watch = Watch(dsn, target, ceiling)
+    session = Session(dsn, target=target, sql=sql, knobs=KNOBS, ceiling=ceiling, watch=watch)
     held: QueueState | None = None
     report = OnlineReport(target, None, None)
+    _other_schema(dsn)
     try:
         problems += _abort_interrupted_expand(dsn, session, migrations, before_catalog)
         _failed_build(dsn)
-        phases.expand(session, migrations, report, _quiet)
+        refused = _expand_beside_another_build(dsn, session, migrations, report)
+        if refused:
+            return problems + refused
         problems += _expanded(dsn, session, before_doc)
         host = PostgresStore(dsn, host_id="verify-probe", pool_size=1, create_schema=False)
         try:
             problems += _window(dsn, host)
             held = host.queue_state(HELD)
             problems += _lease(dsn, sql, target, session)
+            between = Between(dsn, NAMESPACE)
+            between.start()
             started = time.monotonic()
-            phases.migrate(session, report, _quiet)
+            phases.migrate(session, report, between)
             took = time.monotonic() - started
+            problems += between.problems
+            if not between.boundaries:
+                problems.append("migrate reported no batch: nothing was checked between batches")
             problems += _progress(dsn, report, migrations, took, session.holder)
         finally:
             host.close()
@@ -138,7 +160,82 @@ def probe(dsn: str, migrations: MigrationSet, export: Export) -> list[str]:
         phases.abort(session, report, _quiet, force=False)
     finally:
         session.close()
+        _drop_other_schema(dsn)
     return problems + _aborted(dsn, held, before_catalog, before_doc, export)
+
+
+#: another schema of the same database, with what the online path must not mistake for its
+#: own: a table with a `protocol4_range` column, an index being built concurrently
+OTHER = "queueguard_verify_other"
+
+
+def _other_schema(dsn: str) -> None:
+    with connection(dsn) as conn:
+        conn.execute(f"CREATE SCHEMA {OTHER}")
+        conn.execute(f"CREATE TABLE {OTHER}.queues (id bigint PRIMARY KEY, protocol4_range bigint)")
+        conn.execute(f"INSERT INTO {OTHER}.queues VALUES (1, 1), (2, NULL)")
+        conn.commit()
+
+
+def _drop_other_schema(dsn: str) -> None:
+    with connection(dsn) as conn:
+        conn.execute(f"DROP SCHEMA IF EXISTS {OTHER} CASCADE")
+        conn.commit()
+
+
+def _expand_beside_another_build(
+    dsn: str, session: Session, migrations: MigrationSet, report: OnlineReport
+) -> list[str]:
+    """expand, while a CREATE INDEX CONCURRENTLY of another index (another schema's table)
+    is in progress: expand must tell it from a build of its own marker index and go on.
+    The other build waits for a writer's transaction that ends once expand has returned."""
+    writer = connect(dsn)
+    builder = connect(dsn, autocommit=True)
+    build = threading.Thread(
+        target=_build_quietly,
+        args=(
+            builder,
+            f"CREATE INDEX CONCURRENTLY other_build ON {OTHER}.queues (protocol4_range)",
+        ),
+        daemon=True,
+    )
+    try:
+        writer.execute(f"LOCK TABLE {OTHER}.queues IN ROW EXCLUSIVE MODE")
+        build.start()
+        if not _building(dsn, builder.info.backend_pid):
+            return ["the other index build never showed in pg_stat_progress_create_index"]
+        try:
+            phases.expand(session, migrations, report, _quiet)
+        except RolloutRefused as exc:
+            return [f"expand refused while another index (not the marker) was being built: {exc}"]
+        return []
+    finally:
+        writer.rollback()
+        writer.close()
+        build.join(timeout=30)
+        builder.close()
+
+
+def _rollback_quietly(conn: Any) -> None:
+    with contextlib.suppress(psycopg.Error):
+        conn.rollback()
+
+
+def _build_quietly(builder: Any, statement: str) -> None:
+    with contextlib.suppress(Exception):
+        builder.execute(statement)
+
+
+def _building(dsn: str, pid: int, timeout_s: float = 10.0) -> bool:
+    deadline = time.monotonic() + timeout_s
+    with connection(dsn, autocommit=True) as conn:
+        while time.monotonic() < deadline:
+            if conn.execute(
+                "SELECT 1 FROM pg_stat_progress_create_index WHERE pid = %s", (pid,)
+            ).fetchone():
+                return True
+            time.sleep(0.01)
+    return False
 
 
 def _abort_interrupted_expand(
@@ -155,8 +252,8 @@ def _abort_interrupted_expand(
     report = OnlineReport(session.target, None, None)
     try:
         phases.abort(session, report, _quiet, force=False)
-    except QueueguardError as exc:
-        return [f"abort after an interrupted expand failed: {exc}"]
+    except (QueueguardError, psycopg.Error) as exc:
+        return [f"abort after an interrupted expand failed: {type(exc).__name__}: {exc}"]
     with connection(dsn) as conn:
         after = catalog.introspect(conn)
         window = conn.execute("SELECT min_protocol, max_protocol FROM runtime_protocol")
@@ -195,10 +292,28 @@ def _expanded(dsn: str, session: Session, before: dict[str, Any]) -> list[str]:
         # whose predicate does not match cannot serve the count, whatever it costs).
         conn.execute("SET enable_seqscan = off")
         plan = conn.execute("EXPLAIN (FORMAT JSON) " + session.q("migrate.remaining")).fetchone()
+        # …and so can each directive batch's: without the primary key (dropped in this
+        # transaction, rolled back) a batch whose predicate does not imply the index's has
+        # only the table to scan, every batch (the plan's choice between two usable indexes
+        # would depend on the data)
+        conn.execute("SET lock_timeout = '5s'")
+        for (pkey,) in conn.execute(_PRIMARY_KEY, ("tasks",)).fetchall():
+            conn.execute(
+                psycopg.sql.SQL("ALTER TABLE tasks DROP CONSTRAINT {}").format(
+                    psycopg.sql.Identifier(pkey)
+                )
+            )
+        batch_plan = conn.execute(
+            "EXPLAIN (FORMAT JSON) " + session.q("migrate.directive_batch"),
+            {"after_queue": "", "after_id": -1, "limit": KNOBS.batch_size},
+        ).fetchone()
+        conn.rollback()
     if window != [(3, 4)]:
         found.append(f"after expand the protocol window is {window}, not [(3, 4)]")
     if "queueguard_rollout_pending_directive" not in json.dumps(plan):
         found.append("the rows without a directive are not found through the marker index")
+    if "queueguard_rollout_pending_directive" not in json.dumps(batch_plan):
+        found.append("a directive batch does not find its rows through the marker index")
     directives = sum(
         1
         for q in before["queues"]
@@ -213,6 +328,11 @@ def _expanded(dsn: str, session: Session, before: dict[str, Any]) -> list[str]:
     if counted != (directives, relocations):
         found.append(f"remaining counts {counted}, expected {(directives, relocations)}")
     return found
+
+
+_PRIMARY_KEY = (
+    "SELECT conname::text FROM pg_constraint WHERE conrelid = to_regclass(%s) AND contype = 'p'"
+)
 
 
 def _window(dsn: str, host: PostgresStore) -> list[str]:
@@ -332,15 +452,24 @@ def _abort_refusals(dsn: str, session: Session, report: OnlineReport) -> list[st
     v0.4 host of this database is connected, not one of another database."""
     found = []
     loading = connect(dsn)
+    # A migrator without its lock_timeout would wait for the load forever: the load ends
+    # at the bound of its ladder (one attempt, KNOBS.retries = 0) plus slack, so abort then
+    # goes through and is reported instead of hanging verify.
+    bound_s = KNOBS.lock_timeout_ms * (KNOBS.retries + 1) / 1000 + 5.0
+    ends = threading.Timer(bound_s, _rollback_quietly, (loading,))
     try:
         loading.execute("SELECT min_protocol FROM runtime_protocol")  # a handshake in flight
+        ends.start()
+        started = time.monotonic()
         try:
             phases.abort(session, report, _quiet, force=False)
             found.append("abort did not wait for a load in flight")
         except LockTimeout:
-            pass
+            if time.monotonic() - started > bound_s:
+                found.append(f"abort waited for a load in flight beyond {bound_s:.1f}s")
     finally:
-        loading.rollback()
+        ends.cancel()
+        _rollback_quietly(loading)
         loading.close()
     here = connect(dsn, application_name="queueguard/4 host=here")
     elsewhere = connect(database_dsn(dsn, "postgres"), application_name="queueguard/4 host=other")

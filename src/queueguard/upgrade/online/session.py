@@ -10,6 +10,7 @@ waits (pgroll and reshape do the same); committed batches stay valid whatever ha
 
 from __future__ import annotations
 
+import contextlib
 import os
 import random
 import secrets
@@ -41,6 +42,7 @@ from queueguard.pg.sqlfiles import parse_named
 from queueguard.revisions import MigrationSet
 from queueguard.upgrade import locks
 from queueguard.upgrade.manifest import online_files
+from queueguard.upgrade.online.watch import Watch
 
 T = TypeVar("T")
 Cursor = psycopg.Cursor[TupleRow]
@@ -104,10 +106,13 @@ class Session:
         knobs: Knobs,
         ceiling: dict[str, str] | None = None,
         stop: threading.Event | None = None,
+        watch: Watch | None = None,
     ) -> None:
-        """`ceiling`: the revision's `online_locks` (None: no lock on any table)."""
+        """`ceiling`: the revision's `online_locks` (None: no lock on any table); `watch`:
+        an observer that holds the autocommit statements to it too (verify's)."""
         self.dsn, self.target, self.sql, self.knobs = dsn, target, sql, knobs
         self.ceiling = ceiling or {}
+        self.watch = watch
         self.stop = stop or threading.Event()
         self.holder = f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(3)}"
         self.conn = connect(dsn, application_name=APPLICATION_NAME)
@@ -212,11 +217,17 @@ class Session:
         if problems:
             raise LockBudgetExceeded(self.target, [str(p) for p in problems], online=what)
 
-    def autocommit(self, statement: str) -> None:
-        """One statement outside a transaction block (CREATE/DROP INDEX CONCURRENTLY)."""
+    def autocommit(self, statement: str, what: str = "autocommit") -> None:
+        """One statement outside a transaction block (CREATE/DROP INDEX CONCURRENTLY); a
+        `watch` holds it to the ceiling from outside (`online.watch`)."""
         self.conn.autocommit = True
         try:
-            with self._loss_reported():
+            watched = (
+                self.watch.statement(self.conn.info.backend_pid, what)
+                if self.watch is not None
+                else contextlib.nullcontext()
+            )
+            with self._loss_reported(), watched:
                 self.conn.execute(statement)
         finally:
             if not self.conn.broken:

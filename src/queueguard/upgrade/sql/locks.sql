@@ -30,3 +30,23 @@ LEFT JOIN pg_class AS t ON t.oid = i.indrelid
 WHERE l.pid = pg_backend_pid() AND l.locktype = 'relation' AND l.granted
   AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
   AND n.nspname = current_schema() AND c.relkind IN ('r', 'p', 'i', 'I');
+
+-- name: backend_locks
+-- Every lock another backend (`pid`) holds or waits for, relation locks by their table's
+-- name (an index counts as its table; NULL: not a table of the current schema, or not a
+-- relation lock, e.g. the virtualxid a CONCURRENTLY build waits on): what an observer of
+-- the online path's autocommit statements sees.
+SELECT coalesce(t.relname, c.relname)::text, l.mode, l.granted
+FROM pg_locks AS l
+LEFT JOIN pg_class AS c
+       ON c.oid = l.relation AND l.locktype = 'relation'
+      AND c.relnamespace = current_schema()::regnamespace AND c.relkind IN ('r', 'p', 'i', 'I')
+LEFT JOIN pg_index AS i ON i.indexrelid = c.oid
+LEFT JOIN pg_class AS t ON t.oid = i.indrelid
+WHERE l.pid = %(pid)s;
+
+-- name: tables
+-- The current schema's tables (an observer holds a lock on each one a ceiling limits).
+SELECT relname::text FROM pg_class
+WHERE relnamespace = current_schema()::regnamespace AND relkind IN ('r', 'p')
+ORDER BY 1;

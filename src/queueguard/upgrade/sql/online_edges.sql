@@ -33,3 +33,22 @@ SELECT (SELECT count(*) FROM task_queues q
         WHERE q.version = 'auto'),
        (SELECT count(*) FROM tasks t JOIN task_queues q USING (physical_queue)
         WHERE q.version <> 'auto' AND NOT (t.data -> 'task' ? 'versionDirective'));
+
+-- name: sources_now
+-- Between two batches (verify's probe): each legacy @auto queue's counters and the ids
+-- still in it.
+SELECT q.physical_queue, q.ack_level, q.last_task_id,
+       coalesce(array_agg(t.task_id ORDER BY t.task_id) FILTER (WHERE t.task_id IS NOT NULL),
+                '{}')
+FROM task_queues q
+LEFT JOIN tasks t ON t.physical_queue = q.physical_queue
+WHERE q.version = 'auto'
+GROUP BY q.physical_queue, q.ack_level, q.last_task_id
+ORDER BY q.physical_queue;
+
+-- name: auto_rows_with_directive
+-- Rows of legacy @auto queues that carry a version directive (only a move gives one).
+SELECT t.physical_queue, t.task_id FROM tasks t
+JOIN task_queues q ON q.physical_queue = t.physical_queue
+WHERE q.version = 'auto' AND t.data -> 'task' ? 'versionDirective'
+ORDER BY 1, 2 LIMIT 5;
