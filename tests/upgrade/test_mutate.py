@@ -26,7 +26,7 @@ from queueguard.mutate.worker import Outcome
 from queueguard.mutate.workspace import materialise
 from queueguard.pg.connect import connection
 from queueguard.pg.scratch import ScratchDatabases
-from queueguard.resources import migrations_dir
+from queueguard.resources import fixtures_dir, migrations_dir
 from queueguard.upgrade import golden, verify
 from queueguard.upgrade.preflight import preflight
 
@@ -233,8 +233,13 @@ def test_a_tiny_mutant_set_end_to_end(
         'test -f "$QUEUEGUARD_MIGRATIONS/manifest.json" && '
         f'case "$QUEUEGUARD_MIGRATIONS" in *{SLOW.id}) sleep 600;; esac'
     )
-    argv = ["mutate", "004", "--json", "--jobs", "2", "--timeout", "30s", "--equivalents", str(eq)]
-    argv += ["--dsn", queueguard_server, "--command", command]
+    # The gates on the v0.3 fixture alone (004's closest): what this test judges is the run's
+    # machinery, and a surviving mutant must finish every gate well inside the timeout even
+    # on a loaded machine, while the slow one must reach it.
+    fixtures = tmp_path / "fixtures"
+    shutil.copytree(fixtures_dir(), fixtures, ignore=shutil.ignore_patterns("v0.1", "v0.2"))
+    argv = ["mutate", "004", "--json", "--jobs", "2", "--timeout", "45s", "--equivalents", str(eq)]
+    argv += ["--dsn", queueguard_server, "--command", command, "--fixtures", str(fixtures)]
     for m in (KILLED, EQUIVALENT, SURVIVOR, SLOW):
         argv += ["--mutant", m.id]
     before = _snapshot(migrations_dir())
