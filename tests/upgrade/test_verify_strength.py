@@ -259,6 +259,9 @@ SURVIVORS = {
     "801f483e646f": "rows of @auto queues carry a version directive",
     "15682165b1fc": "a directive batch does not find its rows through the marker index",
     "ce0b539d0bc6": "abort after an interrupted expand failed",
+    # not a survivor then: killed by the progress check's timing, which the observer's
+    # reads between batches made too loose on a loaded machine; now by a state
+    "ab4085158b35": "before migrate the rollout record counts",
 }
 
 

@@ -20,6 +20,7 @@ listed its sources, so those rows wait in `@auto` for the next pass.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -77,6 +78,7 @@ class Between:
     late: int = 3  # rows the v0.3 host appends to a fresh @auto queue after the first move
     problems: list[str] = field(default_factory=list)
     boundaries: int = 0
+    spent_s: float = 0.0  # time spent observing (not migrating)
     _last: dict[str, Source] = field(default_factory=dict)
     _appended: bool = False
 
@@ -85,6 +87,13 @@ class Between:
         self._last = self._sources()
 
     def __call__(self, message: object) -> None:
+        started = time.monotonic()
+        try:
+            self._check(message)
+        finally:
+            self.spent_s += time.monotonic() - started
+
+    def _check(self, message: object) -> None:
         if not isinstance(message, Progress):
             return
         self.boundaries += 1

@@ -148,7 +148,7 @@ def probe(dsn: str, migrations: MigrationSet, export: Export) -> list[str]:
             between.start()
             started = time.monotonic()
             phases.migrate(session, report, between)
-            took = time.monotonic() - started
+            took = time.monotonic() - started - between.spent_s  # the observer's reads aside
             problems += between.problems
             if not between.boundaries:
                 problems.append("migrate reported no batch: nothing was checked between batches")
@@ -327,6 +327,12 @@ def _expanded(dsn: str, session: Session, before: dict[str, Any]) -> list[str]:
     counted = batches.remaining(session)
     if counted != (directives, relocations):
         found.append(f"remaining counts {counted}, expected {(directives, relocations)}")
+    with connection(dsn) as conn:  # migrate has not run: its counters start from nothing
+        record = conn.execute(
+            "SELECT rows_done, migrate_seconds FROM queueguard_rollout"
+        ).fetchall()
+    if record != [(0, 0.0)]:
+        found.append(f"before migrate the rollout record counts (rows, seconds) {record}, not 0")
     return found
 
 
