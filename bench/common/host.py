@@ -33,16 +33,14 @@ from typing import Any
 import psycopg
 
 from bench.common.workload import identity
-from queueguard.core.history import task_payload
+from queueguard.core.history import HistoryWrapper, task_payload
 from queueguard.core.keys import PhysicalQueue, decode
 from queueguard.core.store import (
-    JSON,
     CompletionOutcome,
     Execution,
     ExpiredStart,
     History,
     Start,
-    StartOutcome,
 )
 from queueguard.errors import ConnectionFailed, NotOwner, QueueUnloaded, StaleRangeError
 from queueguard.runtime.matching import Delivery, Matching
@@ -102,27 +100,12 @@ class _Log:
         os.write(self._fd, (json.dumps(event, separators=(",", ":")) + "\n").encode())
 
 
-class LedgerHistory:
+class LedgerHistory(HistoryWrapper):
     """A History that logs every answer it gives (which identity, which outcome)."""
 
     def __init__(self, inner: History, log: _Log) -> None:
-        self.inner, self._log = inner, log
-
-    @property
-    def start_timeout(self) -> float | None:
-        return self.inner.start_timeout
-
-    def add_execution(self, execution: Execution) -> None:
-        self.inner.add_execution(execution)
-
-    def schedule_task(self, run_id: str, scheduled_event_id: int, kind: str) -> None:
-        self.inner.schedule_task(run_id, scheduled_event_id, kind)
-
-    def set_status(self, run_id: str, status: str) -> None:
-        self.inner.set_status(run_id, status)
-
-    def version_directive(self, run_id: str) -> JSON:
-        return self.inner.version_directive(run_id)
+        super().__init__(inner)
+        self._log = log
 
     def start_tasks(self, identities: Sequence[tuple[str, int]]) -> list[Start]:
         starts = self.inner.start_tasks(identities)
@@ -131,12 +114,6 @@ class LedgerHistory:
             self._log(e="start", run=run_id, ev=event, o=start.outcome.value, at=at)
         return starts
 
-    def record_task_started(self, run_id: str, scheduled_event_id: int) -> StartOutcome:
-        return self.start_tasks([(run_id, scheduled_event_id)])[0].outcome
-
-    def record_tasks_started(self, identities: Sequence[tuple[str, int]]) -> list[StartOutcome]:
-        return [start.outcome for start in self.start_tasks(identities)]
-
     def record_task_completed(
         self, run_id: str, scheduled_event_id: int, started_at: datetime | None
     ) -> CompletionOutcome:
@@ -144,12 +121,6 @@ class LedgerHistory:
         at = started_at.isoformat() if started_at else None
         self._log(e="complete", run=run_id, ev=scheduled_event_id, o=outcome.value, at=at)
         return outcome
-
-    def expired_starts(self, limit: int) -> list[ExpiredStart]:
-        return self.inner.expired_starts(limit)
-
-    def reschedule_expired(self, start: ExpiredStart) -> bool:
-        return self.inner.reschedule_expired(start)
 
 
 def serve(cfg: HostConfig) -> None:

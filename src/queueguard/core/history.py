@@ -73,21 +73,16 @@ def task_identity(data: JSON) -> tuple[str, int]:
     return (run_id if isinstance(run_id, str) else "", event if isinstance(event, int) else -1)
 
 
-class FaultyHistory:
-    """Wraps a History and answers RETRYABLE when `should_fail` says so (tests, chaos)."""
+class HistoryWrapper:
+    """A History that passes every call to `inner`; subclasses override what they change.
+    The outcome-only calls go through `start_tasks`, so overriding it covers them too."""
 
-    def __init__(
-        self, inner: History, should_fail: Callable[[str, int], bool] | None = None
-    ) -> None:
+    def __init__(self, inner: History) -> None:
         self.inner = inner
-        self._should_fail = should_fail
-        self._fail_next = 0
-        self._lock = threading.Lock()
 
-    def fail_next(self, n: int) -> None:
-        """The next `n` RecordTaskStarted calls fail retryably."""
-        with self._lock:
-            self._fail_next = n
+    @property
+    def start_timeout(self) -> float | None:
+        return self.inner.start_timeout
 
     def add_execution(self, execution: Execution) -> None:
         self.inner.add_execution(execution)
@@ -98,26 +93,11 @@ class FaultyHistory:
     def set_status(self, run_id: str, status: str) -> None:
         self.inner.set_status(run_id, status)
 
-    def _fails(self, run_id: str, scheduled_event_id: int) -> bool:
-        with self._lock:
-            if self._fail_next > 0:
-                self._fail_next -= 1
-                return True
-        return self._should_fail is not None and self._should_fail(run_id, scheduled_event_id)
-
     def version_directive(self, run_id: str) -> JSON:
         return self.inner.version_directive(run_id)
 
-    @property
-    def start_timeout(self) -> float | None:
-        return self.inner.start_timeout
-
     def start_tasks(self, identities: Sequence[tuple[str, int]]) -> list[Start]:
-        """Faults are decided per item, in order; the rest go to History in one call."""
-        failed = [self._fails(run_id, event) for run_id, event in identities]
-        passed = [i for i, f in zip(identities, failed, strict=True) if not f]
-        answers = iter(self.inner.start_tasks(passed) if passed else [])
-        return [Start(StartOutcome.RETRYABLE) if f else next(answers) for f in failed]
+        return self.inner.start_tasks(identities)
 
     def record_task_started(self, run_id: str, scheduled_event_id: int) -> StartOutcome:
         return self.start_tasks([(run_id, scheduled_event_id)])[0].outcome
@@ -135,6 +115,37 @@ class FaultyHistory:
 
     def reschedule_expired(self, start: ExpiredStart) -> bool:
         return self.inner.reschedule_expired(start)
+
+
+class FaultyHistory(HistoryWrapper):
+    """Wraps a History and answers RETRYABLE when `should_fail` says so (tests, chaos)."""
+
+    def __init__(
+        self, inner: History, should_fail: Callable[[str, int], bool] | None = None
+    ) -> None:
+        super().__init__(inner)
+        self._should_fail = should_fail
+        self._fail_next = 0
+        self._lock = threading.Lock()
+
+    def fail_next(self, n: int) -> None:
+        """The next `n` RecordTaskStarted calls fail retryably."""
+        with self._lock:
+            self._fail_next = n
+
+    def _fails(self, run_id: str, scheduled_event_id: int) -> bool:
+        with self._lock:
+            if self._fail_next > 0:
+                self._fail_next -= 1
+                return True
+        return self._should_fail is not None and self._should_fail(run_id, scheduled_event_id)
+
+    def start_tasks(self, identities: Sequence[tuple[str, int]]) -> list[Start]:
+        """Faults are decided per item, in order; the rest go to History in one call."""
+        failed = [self._fails(run_id, event) for run_id, event in identities]
+        passed = [i for i, f in zip(identities, failed, strict=True) if not f]
+        answers = iter(self.inner.start_tasks(passed) if passed else [])
+        return [Start(StartOutcome.RETRYABLE) if f else next(answers) for f in failed]
 
 
 def dedupe_starts(
