@@ -40,12 +40,13 @@ ALLOWED: dict[str, set[str]] = {
     "runtime": {"core", "errors"},
     "stores": {"core", "errors", "pg", "revisions"},
     "snapshot": {"core", "errors", "stores"},
-    "upgrade": LEAVES | {"core", "pg", "revisions", "runtime", "stores", "snapshot"},
-    "lint": LEAVES | {"revisions", "upgrade"},
+    "sets": LEAVES | {"pg", "revisions"},
+    "upgrade": LEAVES | {"core", "pg", "revisions", "runtime", "stores", "snapshot", "sets"},
+    "lint": LEAVES | {"revisions", "upgrade", "sets"},
     "mutate": LEAVES | {"revisions", "pg", "upgrade", "lint"},
 }
 RUNTIME_HALF = {"core", "runtime", "stores", "snapshot"}
-UPGRADE_HALF = {"upgrade", "lint"}
+UPGRADE_HALF = {"upgrade", "lint", "sets"}
 
 
 def _module_name(path: Path, root: Path = SRC) -> str:

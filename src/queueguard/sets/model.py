@@ -1,0 +1,98 @@
+"""A migration set in any format, as the runner and the tracer see it: an ordered line of
+revisions, each a list of SQL statements (or, for Alembic, a Python revision run with its
+statements captured), and the format's own bookkeeping.
+
+Formats are adapters (`sets.temporal`, `sets.alembic`, `sets.sqldir`, `sets.native`): they
+read a folder into `ForeignSet` and read/write their version tables; everything that applies
+or traces statements is shared.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from queueguard.errors import UsageError
+
+FORMATS = ("queueguard", "alembic", "temporal", "sqldir")
+
+
+@dataclass(frozen=True)
+class ForeignRevision:
+    """One revision of a set: `id` in the format's own spelling (`1.10`, `a1b2c3d4e5f6`,
+    `0003`), applied after `down` (None: the first)."""
+
+    id: str
+    down: str | None
+    title: str
+    #: the files it applies, in order (Temporal: the manifest's list; sqldir: one file;
+    #: Alembic: the revision's .py file)
+    files: tuple[Path, ...]
+    #: a digest of what it applies (sqldir: sha256 of the file's bytes), for tamper checks
+    checksum: str
+    #: SQL statements in order, split as PostgreSQL reads them; None for a Python revision
+    #: (Alembic), whose statements are known only by running it
+    statements: tuple[str, ...] | None
+    #: the format's own facts (Temporal: min_compatible_version, manifest_md5, description)
+    native: Mapping[str, Any] = field(default_factory=dict, hash=False)
+
+
+@dataclass(frozen=True)
+class ForeignSet:
+    """The revisions of one folder, first to head, and the format that reads it."""
+
+    format: str
+    root: Path
+    revisions: tuple[ForeignRevision, ...]
+    #: tables the format's bookkeeping writes (left out of catalog comparisons)
+    bookkeeping: frozenset[str] = frozenset()
+    #: the order of any version string, for formats whose database may be at a version the
+    #: folder does not list (Temporal's `0.0` after setup-schema); None: ids only
+    order: Callable[[str], Any] | None = field(default=None, compare=False)
+
+    @property
+    def ids(self) -> tuple[str, ...]:
+        return tuple(r.id for r in self.revisions)
+
+    @property
+    def head(self) -> ForeignRevision | None:
+        return self.revisions[-1] if self.revisions else None
+
+    def get(self, revision: str) -> ForeignRevision:
+        for r in self.revisions:
+            if r.id == revision:
+                return r
+        raise UsageError(f"unknown revision {revision!r} in {self.root} ({self.span})")
+
+    @property
+    def span(self) -> str:
+        return f"{self.ids[0]}…{self.ids[-1]}" if self.ids else "no revisions"
+
+    def resolve(self, to: str | None) -> str | None:
+        """`--to`'s argument as a revision id: None or `head` → the head; Temporal's `v1.8`
+        spelling is accepted for `1.8`."""
+        if to is None or to == "head":
+            return self.head.id if self.head else None
+        for candidate in (to, to.removeprefix("v")):
+            if candidate in self.ids:
+                return candidate
+        raise UsageError(f"--to takes a revision of {self.root} ({self.span}) or head, got {to!r}")
+
+    def pending(self, current: str | None, to: str | None = None) -> list[ForeignRevision]:
+        """The revisions after `current` (None: nothing applied) up to `to` (default head)."""
+        target = self.resolve(to)
+        if target is None:
+            return []
+        ids = self.ids
+        stop = ids.index(target) + 1
+        if current is not None and current not in ids and self.order is not None:
+            key = self.order
+            return [r for r in self.revisions[:stop] if key(r.id) > key(current)]
+        if current is not None and current not in ids:
+            raise UsageError(
+                f"the database is at {current!r}, which {self.root} does not have ({self.span})"
+            )
+        start = 0 if current is None else ids.index(current) + 1
+        return list(self.revisions[start:stop])
