@@ -29,6 +29,8 @@ class SplitError(UsageError):
     """SQL text that cannot be split into statements: an unterminated quote, dollar-quote or
     block comment, or a psql meta-command (`\\set`), which a server does not understand."""
 
+    exit_code = 1  # a bad input file, as docs/interfaces.md says
+
     def __init__(self, line: int, problem: str, source: str | None = None) -> None:
         self.line, self.problem, self.source = line, problem, source
         where = f"{source}:{line}" if source else f"line {line}"

@@ -323,6 +323,46 @@ def cmd_rehearse(args: argparse.Namespace) -> int:
     return 0 if result.ok else 1
 
 
+# plan --------------------------------------------------------------------------------
+def _foreign_set(args: argparse.Namespace) -> Any:
+    """The migration set of `--migrations DIR` in any format (`--format` or detected;
+    default: the packaged set)."""
+    from queueguard import sets
+    from queueguard.resources import migrations_dir
+
+    folder = getattr(args, "migrations", None)
+    fmt = getattr(args, "format", None)
+    if not folder:
+        return sets.load(Path(str(migrations_dir())), fmt or "queueguard")
+    return sets.load(Path(folder), fmt)
+
+
+def cmd_plan(args: argparse.Namespace) -> int:
+    from queueguard.pg.targets import parse_duration_ms
+    from queueguard.upgrade.plan.planner import plan
+    from queueguard.upgrade.plan.report import render_text
+
+    if args.sample_rows < 1:
+        raise UsageError(f"--sample-rows must be at least 1, got {args.sample_rows}")
+    max_lock = parse_duration_ms(args.max_lock) if args.max_lock else None
+    fset = _foreign_set(args)
+    result = plan(
+        fset,
+        _target(args, fallback=False),
+        to=args.to,
+        scratch_admin=args.scratch_dsn,
+        max_lock_ms=max_lock,
+        sample_rows=args.sample_rows,
+    )
+    if args.json:
+        doc = result.document()
+        doc.pop("schemaVersion")
+        _emit_json(doc)
+    else:
+        print(render_text(result))
+    return 0 if not result.over else 1
+
+
 # preflight ---------------------------------------------------------------------------
 def cmd_preflight(args: argparse.Namespace) -> int:
     from queueguard.pg.targets import parse_duration_ms

@@ -22,6 +22,7 @@ EXAMPLES = {
     "fixtures": 'queueguard fixtures load v0.3 --dsn "$DSN"',
     "snapshot": "queueguard snapshot import backup.json          # validate only\n"
     '  queueguard snapshot import backup.json --dsn "$DSN"',
+    "plan": 'queueguard plan --migrations ./schema/versioned --dsn "$DSN" --max-lock 2s',
     "rehearse": 'queueguard rehearse --dsn "$PROD_DSN" --scratch-dsn "$SCRATCH_DSN"',
     "lint": "queueguard lint migrations/ --json",
     "manifest": "queueguard manifest --write --migrations ./migrations",
@@ -46,12 +47,21 @@ def _add_dsn(p: argparse.ArgumentParser, *, explicit: bool = False) -> None:
         p.add_argument("--embedded", action="store_true", help="target the embedded server")
 
 
-def _add_migrations(p: argparse.ArgumentParser) -> None:
+def _add_migrations(p: argparse.ArgumentParser, *, formats: bool = False) -> None:
     p.add_argument(
         "--migrations",
         metavar="DIR",
-        help="the migration set (an Alembic script directory; default: the packaged one)",
+        help="the migration set (an Alembic script directory; default: the packaged one)"
+        if not formats
+        else "the migration set: queueguard's, an Alembic project, Temporal's versioned "
+        "folder or a directory of .sql files (default: the packaged one)",
     )
+    if formats:
+        p.add_argument(
+            "--format",
+            choices=["queueguard", "alembic", "temporal", "sqldir"],
+            help="the set's format (default: detected)",
+        )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -111,6 +121,28 @@ def build_parser() -> argparse.ArgumentParser:
     _add_migrations(p)
     p.add_argument("--json", action="store_true")
     p.set_defaults(handler=commands.cmd_upgrade)
+
+    p = sub.add_parser(
+        "plan", help="the downtime bill: each pending statement's locks and cost on a database"
+    )
+    _add_dsn(p, explicit=True)
+    p.add_argument("--to", help="a revision id or head (default: head)")
+    p.add_argument(
+        "--scratch-dsn",
+        help="admin DSN of the server for the scratch copy (default: the target's server)",
+    )
+    p.add_argument(
+        "--max-lock", help="exit 1 if a statement holds a read/write-blocking lock longer"
+    )
+    p.add_argument(
+        "--sample-rows",
+        type=int,
+        default=100_000,
+        help="rows per table copied to the scratch copy (default 100000)",
+    )
+    _add_migrations(p, formats=True)
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(handler=commands.cmd_plan)
 
     p = sub.add_parser("preflight", help="read-only, bounded-lock audit before an upgrade")
     _add_dsn(p, explicit=True)

@@ -1,2 +1,53 @@
 """Migration sets in any format: queueguard's own, Temporal's versioned schema directories,
-Alembic projects and plain SQL directories (`model` is what the rest of queueguard sees)."""
+Alembic projects and plain SQL directories.
+
+`load(DIR)` detects the format (or takes `--format`) and returns the one model the runner
+and the tracer read (`sets.model.ForeignSet`); each format is a small adapter module with
+`detect`, `load` and `current` (the revision a database is at, read only).
+"""
+
+from __future__ import annotations
+
+import importlib
+from pathlib import Path
+from types import ModuleType
+
+from queueguard.errors import UsageError
+from queueguard.sets.model import FORMATS, ForeignRevision, ForeignSet
+
+__all__ = ["FORMATS", "ForeignRevision", "ForeignSet", "adapter", "detect", "load"]
+
+#: the order formats are tried in: the most specific marker first (our own set is an Alembic
+#: project with a manifest.json; a Temporal folder holds vX.Y/manifest.json; .sql files last)
+_DETECTION = ("queueguard", "temporal", "alembic", "sqldir")
+_MODULES = {
+    "queueguard": "native",
+    "temporal": "temporal",
+    "alembic": "alembic",
+    "sqldir": "sqldir",
+}
+
+
+def adapter(format_name: str) -> ModuleType:
+    if format_name not in _MODULES:
+        raise UsageError(f"--format takes {', '.join(FORMATS)}, got {format_name!r}")
+    return importlib.import_module(f"queueguard.sets.{_MODULES[format_name]}")
+
+
+def detect(root: Path) -> str:
+    """The format of the migration set at `root`."""
+    if not root.is_dir():
+        raise UsageError(f"{root}: not a directory")
+    for name in _DETECTION:
+        if adapter(name).detect(root):
+            return name
+    raise UsageError(
+        f"{root}: not a migration set queueguard can read (an Alembic project, Temporal's "
+        "vX.Y/manifest.json folders, or .sql files); say which with --format"
+    )
+
+
+def load(root: Path | str, format_name: str | None = None) -> ForeignSet:
+    root = Path(root).resolve()
+    name = format_name or detect(root)
+    return adapter(name).load(root)  # type: ignore[no-any-return]

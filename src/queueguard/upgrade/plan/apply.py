@@ -1,0 +1,136 @@
+"""Applying a revision's SQL statements one transaction per revision, the way `upgrade` does:
+each statement is tried inside the transaction; one that PostgreSQL refuses there (SQLSTATE
+25001, "cannot run inside a transaction block") commits what came before and runs alone,
+outside, and the revision goes on in a new transaction.
+
+`plan` applies on a scratch copy with an observer around every statement.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import psycopg
+
+from queueguard.upgrade.plan.observe import Observation, diff, outside, state
+
+NOT_IN_A_TRANSACTION = "25001"
+FOREIGN_KEY_VIOLATION = "23503"
+_MISSING_PARENT = re.compile(
+    r'Key \((?P<cols>[^)]*)\)=\(.*\) is not present in table "(?P<parent>[^"]+)"'
+)
+_REFERENCES = re.compile(r"REFERENCES\s+(?P<table>[\w.\"]+)\s*(\((?P<cols>[^)]*)\))?", re.I)
+#: transaction control in a migration file: the runner owns the transaction, so these are
+#: left out (a COMMIT would end the revision's transaction half way)
+_CONTROL = re.compile(
+    r"^(BEGIN|START\s+TRANSACTION|COMMIT|END|ROLLBACK|ABORT)(\s+(WORK|TRANSACTION))?"
+    r"(\s+ISOLATION\s+LEVEL\s+.*|\s+READ\s+(WRITE|ONLY))?\s*$",
+    re.IGNORECASE | re.DOTALL,
+)
+_LEADING_COMMENTS = re.compile(r"^(\s*(--[^\n]*\n|/\*.*?\*/))*\s*", re.DOTALL)
+
+
+def code_of(statement: str) -> str:
+    """The statement without the comments before it (pure; block comments do not nest here,
+    which is enough for a leading header)."""
+    return _LEADING_COMMENTS.sub("", statement, count=1)
+
+
+def is_transaction_control(statement: str) -> bool:
+    return bool(_CONTROL.match(code_of(statement)))
+
+
+class StatementFailed(Exception):
+    """A statement of the revision failed: which one, and PostgreSQL's error."""
+
+    def __init__(self, index: int, statement: str, error: psycopg.Error) -> None:
+        self.index = index
+        self.statement = statement
+        self.error = error
+        super().__init__(f"statement {index + 1} failed: {first_line(error)}")
+
+
+def first_line(exc: BaseException) -> str:
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+
+
+def traced(conn: psycopg.Connection[Any], dsn: str, statements: Sequence[str]) -> list[Observation]:
+    """Apply `statements` on `conn` (the scratch copy at `dsn`) and watch each; what each did,
+    in order (transaction control left out).
+
+    Each statement runs in a transaction of its own here, so that its locks are its own:
+    inside one transaction a lock an earlier statement took hides the same lock taken again.
+    The bill then holds every lock to the revision's commit, as `upgrade` will (`bill.held`).
+    """
+    conn.autocommit = False
+    seen: list[Observation] = []
+    for index, statement in enumerate(statements):
+        if is_transaction_control(statement):
+            continue
+        error: psycopg.Error | None = None
+        for _attempt in range(10):
+            before = state(conn)
+            started = time.perf_counter()
+            try:
+                conn.execute(statement)
+                error = None
+            except psycopg.Error as exc:
+                conn.rollback()
+                error = exc
+                if exc.sqlstate == FOREIGN_KEY_VIOLATION and drop_orphans(conn, exc, statement):
+                    continue  # a sample artifact: the parent row was not sampled
+            break
+        if error is not None:
+            if error.sqlstate != NOT_IN_A_TRANSACTION:
+                raise StatementFailed(index, statement, error) from error
+            conn.autocommit = True
+            try:
+                seen.append(outside(conn, dsn, statement))
+            except psycopg.Error as inner:
+                raise StatementFailed(index, statement, inner) from inner
+            finally:
+                conn.autocommit = False
+            continue
+        seconds = time.perf_counter() - started
+        seen.append(diff(statement, before, state(conn), seconds))
+        conn.commit()
+    return seen
+
+
+def drop_orphans(conn: psycopg.Connection[Any], exc: psycopg.Error, statement: str) -> bool:
+    """A new foreign key failed on the sample: the child row's parent was simply not among
+    the rows sampled (the target's rows are the judge, not the sample's). Delete the sample's
+    child rows without a parent; True if any went (the statement is then run again)."""
+    detail = _MISSING_PARENT.search(exc.diag.message_detail or "")
+    refs = _REFERENCES.search(statement)
+    child = exc.diag.table_name
+    if detail is None or refs is None or not child:
+        return False
+    child_cols = [c.strip() for c in detail["cols"].split(",")]
+    parent = refs["table"]
+    if refs["cols"]:
+        parent_cols = [c.strip() for c in refs["cols"].split(",")]
+    else:  # REFERENCES parent: its primary key
+        rows = conn.execute(
+            "SELECT quote_ident(a.attname) FROM pg_index i JOIN pg_attribute a "
+            "ON a.attrelid = i.indrelid AND a.attnum = ANY(i.indkey) "
+            "WHERE i.indrelid = %s::regclass AND i.indisprimary "
+            "ORDER BY array_position(i.indkey, a.attnum)",
+            (parent,),
+        ).fetchall()
+        parent_cols = [r[0] for r in rows]
+    if len(parent_cols) != len(child_cols):
+        return False
+    schema = exc.diag.schema_name or "public"
+    on = " AND ".join(f"p.{p} = c.{c}" for c, p in zip(child_cols, parent_cols, strict=True))
+    present = " AND ".join(f"c.{c} IS NOT NULL" for c in child_cols)
+    table = f'"{schema}"."{child}"'
+    deleted = conn.execute(
+        f"DELETE FROM {table} c WHERE {present} "  # names from the server and the statement
+        f"AND NOT EXISTS (SELECT 1 FROM {parent} p WHERE {on})"
+    ).rowcount
+    conn.commit()
+    return deleted > 0

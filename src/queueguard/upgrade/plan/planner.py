@@ -1,0 +1,169 @@
+"""`queueguard plan`: the downtime bill of a migration set's pending revisions against a real
+database.
+
+The target is only read, in READ ONLY transactions (its version, sizes, foreign keys, the
+sessions holding locks) and by `pg_dump --schema-only`. The work happens in a scratch
+database: the target's schema, a sample of its rows, and every pending revision applied there
+as `upgrade` applies it, each statement watched (`observe`), then priced (`bill`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import psycopg
+
+from queueguard.errors import MigrationError
+from queueguard.pg import scratch
+from queueguard.pg.connect import connection
+from queueguard.pg.scratch import ScratchDatabases
+from queueguard.sets import ForeignSet, adapter
+from queueguard.upgrade import locks
+from queueguard.upgrade.plan import apply, bill, sample
+from queueguard.upgrade.plan.observe import Observation, Q
+
+
+@dataclass
+class Plan:
+    format: str
+    current: str | None
+    target: str | None
+    revisions: list[tuple[str, list[bill.Line]]] = field(default_factory=list)
+    max_lock_ms: float | None = None
+    sample_rows: int = sample.DEFAULT_ROWS
+
+    @property
+    def over(self) -> list[bill.Line]:
+        return [
+            line
+            for _, lines in self.revisions
+            for line in lines
+            if line.verdict == "exceeds-max-lock"
+        ]
+
+    def document(self) -> dict[str, Any]:
+        return {
+            "schemaVersion": 1,
+            "format": self.format,
+            "current": self.current,
+            "target": self.target,
+            "maxLockMs": self.max_lock_ms,
+            "sampleRows": self.sample_rows,
+            "ok": not self.over,
+            "revisions": [
+                {"id": rid, "statements": [bill.document(line) for line in lines]}
+                for rid, lines in self.revisions
+            ],
+        }
+
+
+def current_revision(fset: ForeignSet, target_dsn: str) -> str | None:
+    """The revision the target is at, read in a READ ONLY transaction."""
+    module = adapter(fset.format)
+    if fset.format in ("alembic", "queueguard"):
+        return module.current(target_dsn, fset.root)  # type: ignore[no-any-return]
+    with sample.read_only(target_dsn) as conn:
+        found = module.current(conn)
+        conn.rollback()
+    return found  # type: ignore[no-any-return]
+
+
+def _apply(fset: ForeignSet, revision: Any, scratch_dsn: str) -> list[Observation]:
+    if revision.statements is None:  # a Python revision: run by its own tool, watched
+        module = adapter(fset.format)
+        return module.traced(fset.root, scratch_dsn, revision.id)  # type: ignore[no-any-return]
+    with connection(scratch_dsn) as conn:
+        try:
+            return apply.traced(conn, scratch_dsn, revision.statements)
+        except apply.StatementFailed as exc:
+            raise MigrationError(
+                f"revision {revision.id}: statement {exc.index + 1} failed on the scratch copy "
+                f"of the target's schema: {apply.first_line(exc.error)}\n  {exc.statement[:300]}"
+            ) from None
+
+
+def _indexes(conn: psycopg.Connection[Any]) -> dict[str, str]:
+    """{index: its table} in the scratch database (by regclass text)."""
+    rows = conn.execute(
+        "SELECT indexrelid::regclass::text, indrelid::regclass::text FROM pg_index"
+    ).fetchall()
+    return {r[0]: r[1] for r in rows}
+
+
+def _blockers(target_dsn: str, relations: list[str]) -> list[bill.Blocker]:
+    if not relations:
+        return []
+    with sample.read_only(target_dsn) as conn:
+        rows = conn.execute(Q["blockers"], {"relations": relations}).fetchall()
+        conn.rollback()
+    return [bill.Blocker(r[0], r[1], r[2], r[3], float(r[4] or 0), r[5] or "") for r in rows]
+
+
+def _conflicts(pg_mode: str, held_mode: str) -> bool:
+    return locks.mode_of(held_mode) in locks.CONFLICTS[locks.mode_of(pg_mode)]
+
+
+def plan(
+    fset: ForeignSet,
+    target_dsn: str,
+    *,
+    to: str | None = None,
+    scratch_admin: str | None = None,
+    max_lock_ms: float | None = None,
+    sample_rows: int = sample.DEFAULT_ROWS,
+) -> Plan:
+    current = current_revision(fset, target_dsn)
+    pending = fset.pending(current, to)
+    result = Plan(fset.format, current, fset.resolve(to), [], max_lock_ms, sample_rows)
+    if not pending:
+        return result
+    admin = scratch_admin or scratch.database_dsn(target_dsn, "postgres")
+    with ScratchDatabases(admin, prefix="qgplan") as databases:
+        copy = databases.create()
+        target_sizes = sample.build(target_dsn, copy, sample_rows)
+        for revision in pending:
+            with connection(copy) as conn:
+                sample_sizes = sample.sizes(conn)
+                indexes = _indexes(conn)
+            seen = _apply(fset, revision, copy)
+            lines = [bill.Line(revision.id, i, s) for i, s in enumerate(seen)]
+            for line in lines:
+                line.estimate_ms, line.basis = bill.estimate(
+                    line.seen, sample_sizes, target_sizes, indexes
+                )
+            bill.held(lines)
+            for line in lines:
+                line.blocking = [
+                    (rel, mode)
+                    for rel, mode in bill.blocking(line.seen)
+                    if _on_target(rel, target_sizes, indexes)
+                ]
+                line.verdict = bill.verdict(line, max_lock_ms)
+                line.safer = bill.safer(line)
+            result.revisions.append((revision.id, lines))
+    _queue_behind(result, target_dsn)
+    return result
+
+
+def _on_target(
+    relation: str, target_sizes: Mapping[str, bill.Size], indexes: dict[str, str]
+) -> bool:
+    """Whether a relation the statement locked exists on the target (a table created by an
+    earlier pending revision blocks nobody: no one uses it yet)."""
+    return indexes.get(relation, relation) in target_sizes
+
+
+def _queue_behind(result: Plan, target_dsn: str) -> None:
+    """Attach to each statement the target's sessions holding a lock that its own locks
+    would wait for now."""
+    lines = [line for _, ls in result.revisions for line in ls if line.seen.locks]
+    relations = sorted({rel for line in lines for rel, _ in line.seen.locks})
+    found = _blockers(target_dsn, relations)
+    for line in lines:
+        line.waits_behind = [
+            b
+            for b in found
+            if any(rel == b.relation and _conflicts(mode, b.mode) for rel, mode in line.seen.locks)
+        ]

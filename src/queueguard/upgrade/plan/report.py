@@ -1,0 +1,73 @@
+"""`plan`'s text rendering: one block per revision, one line per statement (pure)."""
+
+from __future__ import annotations
+
+from queueguard.upgrade.plan.bill import Line
+from queueguard.upgrade.plan.planner import Plan
+
+_MARK = {"ok": " ", "blocks-writes": "w", "blocks-reads": "R", "exceeds-max-lock": "!"}
+
+
+def _ms(value: float) -> str:
+    if value >= 60_000:
+        return f"{value / 60_000:.1f} min"
+    if value >= 1000:
+        return f"{value / 1000:.1f} s"
+    return f"{value:.0f} ms"
+
+
+def _first_line(sql: str) -> str:
+    text = " ".join(sql.split())
+    return text if len(text) <= 70 else text[:67] + "..."
+
+
+def _line(line: Line) -> list[str]:
+    s = line.seen
+    locks = ", ".join(f"{rel} {mode}" for rel, mode in s.locks) or "no lock on existing tables"
+    what = []
+    if s.rewrites:
+        what.append("rewrites " + ", ".join(s.rewrites))
+    if s.scans:
+        what.append("scans " + ", ".join(s.scans))
+    kind = "" if s.transactional else " (outside a transaction)"
+    out = [
+        f" {_MARK.get(line.verdict, '?')} {line.index + 1:>3}. {_first_line(s.sql)}{kind}",
+        f"        {locks}; {'; '.join(what) or 'catalog only'}",
+        f"        runs ~{_ms(line.estimate_ms)}, locks held ~{_ms(line.held_ms)}: {line.verdict}",
+    ]
+    for b in line.waits_behind:
+        out.append(
+            f"        would queue behind pid {b.pid} ({b.state}, transaction open "
+            f"{_ms(b.age_ms)}) holding {b.mode} on {b.relation}: {_first_line(b.query)}"
+        )
+    if line.verdict == "exceeds-max-lock" and line.safer:
+        out.append(f"        safer: {line.safer}")
+    return out
+
+
+def render_text(plan: Plan) -> str:
+    lines = [
+        f"plan ({plan.format}): the target is at {plan.current or 'an empty schema'}, "
+        f"{len(plan.revisions)} revision(s) pending up to {plan.target}"
+    ]
+    for rid, statements in plan.revisions:
+        lines.append(f"revision {rid}: {len(statements)} statement(s)")
+        for line in statements:
+            lines.extend(_line(line))
+    if plan.max_lock_ms is not None:
+        over = plan.over
+        if over:
+            lines.append(
+                f"{len(over)} statement(s) would hold a blocking lock longer than "
+                f"--max-lock {_ms(plan.max_lock_ms)}"
+            )
+            for line in over:
+                rel, mode = line.blocking[0]
+                lines.append(
+                    f"  revision {line.revision} statement {line.index + 1}: {mode} on {rel} "
+                    f"held ~{_ms(line.held_ms)} (runs ~{_ms(line.estimate_ms)}): "
+                    f"{_first_line(line.seen.sql)}"
+                )
+        else:
+            lines.append(f"every blocking lock is held under --max-lock {_ms(plan.max_lock_ms)}")
+    return "\n".join(lines)

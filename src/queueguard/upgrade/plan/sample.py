@@ -1,0 +1,139 @@
+"""The scratch copy `plan` works on: the target's schema (`pg_dump --schema-only`) and a
+sample of its rows — the first `rows` of every table — read from the target in read-only
+transactions and nothing else.
+
+The schema goes in in two halves: tables first, then the sample rows, then indexes and
+constraints (the dump's post-data section), so indexes are built over the sample as they are
+over the target's rows. A sample keeps only rows whose foreign-key parents it also has, so the
+constraints load.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from typing import Any
+
+import psycopg
+from psycopg import sql
+
+from queueguard.errors import QueueguardError
+from queueguard.pg import tools
+from queueguard.pg.connect import connect, connection
+from queueguard.pg.dsn import redact
+from queueguard.upgrade.dumps import normalise_dump
+from queueguard.upgrade.plan.bill import Size
+from queueguard.upgrade.plan.observe import Q
+
+DEFAULT_ROWS = 100_000
+APPLICATION_NAME = "queueguard-plan"
+
+
+@contextmanager
+def read_only(dsn: str) -> Iterator[psycopg.Connection[Any]]:
+    """A connection whose every transaction is READ ONLY (the target's)."""
+    conn = connect(dsn, application_name=APPLICATION_NAME)
+    conn.read_only = True
+    try:
+        yield conn
+    finally:
+        conn.close()
+
+
+def sizes(conn: psycopg.Connection[Any]) -> dict[str, Size]:
+    rows = conn.execute(Q["table_sizes"]).fetchall()
+    conn.rollback()
+    return {r[0]: Size(r[1], r[2], r[3], r[4]) for r in rows}
+
+
+def _dump(target: str, section: str) -> str:
+    done = tools.run(
+        "pg_dump",
+        target,
+        ["--schema-only", f"--section={section}", "--no-owner", "--no-privileges"],
+    )
+    if done.returncode != 0:
+        raise QueueguardError(
+            f"pg_dump --schema-only of the target failed: "
+            f"{redact(done.stderr.decode(errors='replace'))[-500:]}"
+        )
+    return normalise_dump(done.stdout.decode())
+
+
+def _load(scratch: str, script: str, what: str) -> None:
+    done = tools.run("psql", scratch, ["-v", "ON_ERROR_STOP=1", "-q"], stdin=script.encode())
+    if done.returncode != 0:
+        raise QueueguardError(
+            f"loading the target's {what} into the scratch copy failed: "
+            f"{done.stderr.decode(errors='replace')[-500:]}"
+        )
+
+
+_COLUMNS = """
+SELECT quote_ident(n.nspname) || '.' || quote_ident(c.relname),
+       array_agg(quote_ident(a.attname) ORDER BY a.attnum)
+FROM pg_class c
+JOIN pg_namespace n ON n.oid = c.relnamespace
+JOIN pg_attribute a ON a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdropped
+     AND a.attgenerated = ''
+WHERE c.relkind = 'r'
+  AND n.nspname NOT IN ('pg_catalog', 'information_schema', 'pg_toast')
+  AND n.nspname NOT LIKE 'pg_temp%'
+GROUP BY 1 ORDER BY 1
+"""
+
+
+def _copy_rows(
+    target: psycopg.Connection[Any], scratch: psycopg.Connection[Any], rows: int
+) -> None:
+    tables = target.execute(_COLUMNS).fetchall()
+    for table, columns in tables:
+        cols = sql.SQL(", ").join(sql.SQL(c) for c in columns)
+        name = sql.SQL(table)  # quoted by quote_ident above
+        out = sql.SQL("COPY (SELECT {} FROM {} LIMIT {}) TO STDOUT (FORMAT binary)").format(
+            cols, name, sql.Literal(rows)
+        )
+        into = sql.SQL("COPY {} ({}) FROM STDIN (FORMAT binary)").format(name, cols)
+        with target.cursor().copy(out) as source, scratch.cursor().copy(into) as sink:
+            for chunk in source:
+                sink.write(chunk)
+    target.rollback()
+
+
+def _prune_orphans(scratch: psycopg.Connection[Any], fks: list[tuple[Any, ...]]) -> None:
+    """Delete sample rows whose foreign-key parent is not in the sample, until none is left
+    (deleting a parent can orphan a grandchild)."""
+    while True:
+        deleted = 0
+        for child, parent, child_cols, parent_cols in fks:
+            on = sql.SQL(" AND ").join(
+                sql.SQL("p.{} = c.{}").format(sql.SQL(p), sql.SQL(c))
+                for c, p in zip(child_cols, parent_cols, strict=True)
+            )
+            present = sql.SQL(" AND ").join(
+                sql.SQL("c.{} IS NOT NULL").format(sql.SQL(c)) for c in child_cols
+            )
+            statement = sql.SQL(
+                "DELETE FROM {} c WHERE {} AND NOT EXISTS (SELECT 1 FROM {} p WHERE {})"
+            ).format(sql.SQL(child), present, sql.SQL(parent), on)
+            deleted += scratch.execute(statement).rowcount
+        scratch.commit()
+        if not deleted:
+            return
+
+
+def build(target_dsn: str, scratch_dsn: str, rows: int = DEFAULT_ROWS) -> Mapping[str, Size]:
+    """Fill the empty database at `scratch_dsn` with the target's schema and a sample of its
+    rows; the target's table sizes, read in the same pass."""
+    _load(scratch_dsn, _dump(target_dsn, "pre-data"), "tables")
+    with read_only(target_dsn) as target, connection(scratch_dsn) as scratch:
+        target_sizes = sizes(target)
+        fks = target.execute(Q["foreign_keys"]).fetchall()
+        target.rollback()
+        _copy_rows(target, scratch, rows)
+        scratch.commit()
+        _prune_orphans(scratch, fks)
+    _load(scratch_dsn, _dump(target_dsn, "post-data"), "indexes and constraints")
+    with connection(scratch_dsn, autocommit=True) as scratch:
+        scratch.execute("VACUUM ANALYZE")  # sizes and row counts the scaling reads
+    return target_sizes

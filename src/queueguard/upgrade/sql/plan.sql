@@ -1,0 +1,82 @@
+-- queueguard plan: what a statement did, read in the scratch database around it, and what
+-- the target holds (read only). Relations of the system schemas are never ours to report.
+
+-- name: own_locks
+-- The relation locks this backend holds right now (the open transaction's), by oid: names
+-- come from the relations read before the statement (a dropped table has none after it).
+SELECT l.relation, l.mode
+FROM pg_locks l
+WHERE l.pid = pg_backend_pid() AND l.locktype = 'relation' AND l.granted
+  AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database());
+
+-- name: pid_locks
+-- Another backend's relation locks, granted or awaited (a statement outside a transaction,
+-- watched from a second session).
+SELECT l.relation, l.mode, l.granted
+FROM pg_locks l
+WHERE l.pid = %(pid)s AND l.locktype = 'relation'
+  AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database());
+
+-- name: pid_waiting
+-- Whether the backend waits for any lock (relation, virtualxid, transactionid, …).
+SELECT EXISTS (SELECT 1 FROM pg_locks WHERE pid = %(pid)s AND NOT granted);
+
+-- name: relations
+-- Every user relation with its file node (a rewrite gives it a new one) and kind.
+SELECT c.oid, c.oid::regclass::text, c.relkind::text, pg_relation_filenode(c.oid),
+       CASE WHEN c.relkind = 'i' THEN (SELECT i.indrelid FROM pg_index i WHERE i.indexrelid = c.oid) END
+FROM pg_class c
+JOIN pg_namespace n ON n.oid = c.relnamespace
+WHERE c.relkind IN ('r', 'p', 'm', 'i', 't', 'S')
+  AND n.nspname NOT IN ('pg_catalog', 'information_schema', 'pg_toast')
+  AND n.nspname NOT LIKE 'pg_temp%' AND n.nspname NOT LIKE 'pg_toast_temp%';
+
+-- name: xact_scans
+-- Sequential scans this transaction made so far, per table (not yet in pg_stat_user_tables).
+SELECT relid, seq_scan, seq_tup_read FROM pg_stat_xact_user_tables WHERE seq_scan > 0;
+
+-- name: flush_stats
+-- Make this backend report its statistics when it next goes idle (PostgreSQL 15+): a
+-- statement outside a transaction is seen in pg_stat_user_tables only once they are flushed.
+SELECT pg_stat_force_next_flush();
+
+-- name: table_scans
+-- Sequential scans and heap blocks read of each table so far (flushed statistics).
+SELECT t.relid, t.seq_scan + COALESCE(io.heap_blks_read + io.heap_blks_hit, 0)
+FROM pg_stat_user_tables t JOIN pg_statio_user_tables io USING (relid);
+
+-- name: table_sizes
+-- Rows and bytes of tables (and their indexes), by name: the sample's and the target's.
+SELECT c.oid::regclass::text,
+       CASE WHEN c.reltuples >= 0 THEN c.reltuples::bigint END,
+       pg_relation_size(c.oid),
+       COALESCE(pg_indexes_size(c.oid), 0),
+       (SELECT count(*) FROM pg_index i WHERE i.indrelid = c.oid)
+FROM pg_class c
+JOIN pg_namespace n ON n.oid = c.relnamespace
+WHERE c.relkind IN ('r', 'p', 'm')
+  AND n.nspname NOT IN ('pg_catalog', 'information_schema', 'pg_toast')
+  AND n.nspname NOT LIKE 'pg_temp%';
+
+-- name: blockers
+-- Sessions on the target that hold a lock on a table by name, with the age of their
+-- transaction: what a statement would queue behind (read only).
+SELECT l.relation::regclass::text, l.mode, l.pid, a.state,
+       EXTRACT(EPOCH FROM (clock_timestamp() - a.xact_start)) * 1000,
+       left(a.query, 200)
+FROM pg_locks l
+JOIN pg_stat_activity a ON a.pid = l.pid
+WHERE l.locktype = 'relation' AND l.granted AND l.pid <> pg_backend_pid()
+  AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())
+  AND l.relation::regclass::text = ANY(%(relations)s);
+
+-- name: foreign_keys
+-- The foreign keys of the user's tables: a sample must keep only rows whose parent it has.
+SELECT conrelid::regclass::text, confrelid::regclass::text,
+       ARRAY(SELECT quote_ident(attname) FROM unnest(conkey) WITH ORDINALITY k(n, o)
+             JOIN pg_attribute ON attrelid = conrelid AND attnum = k.n ORDER BY k.o),
+       ARRAY(SELECT quote_ident(attname) FROM unnest(confkey) WITH ORDINALITY k(n, o)
+             JOIN pg_attribute ON attrelid = confrelid AND attnum = k.n ORDER BY k.o)
+FROM pg_constraint c
+JOIN pg_namespace n ON n.oid = c.connamespace
+WHERE c.contype = 'f' AND n.nspname NOT IN ('pg_catalog', 'information_schema');

@@ -1,0 +1,273 @@
+"""What `plan` observes for each kind of DDL, pinned against the server it runs on (the
+embedded PostgreSQL 18, and Debian's 15 in CI's second run): the locks as pg_locks names
+them, rewrites, validation scans and which statements must run outside a transaction —
+including the ones that look dangerous and are not.
+
+One plan of a plain SQL directory, one file per kind, on a target with rows in every table;
+each case reads its statement's line from that one run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+
+from queueguard import sets
+from queueguard.upgrade.plan.planner import Plan, plan
+
+AEL, SL, SUEL, SREL, REL = (
+    "AccessExclusiveLock",
+    "ShareLock",
+    "ShareUpdateExclusiveLock",
+    "ShareRowExclusiveLock",
+    "RowExclusiveLock",
+)
+TARGET = """
+CREATE TABLE parent (id int PRIMARY KEY, name varchar(50) NOT NULL, n int, note text);
+CREATE TABLE child (id bigint PRIMARY KEY, parent_id int, v int, label varchar(20));
+CREATE INDEX child_v ON child (v);
+INSERT INTO parent SELECT g, 'p' || g, g, NULL FROM generate_series(1, 2000) g;
+INSERT INTO child SELECT g, 1 + g % 2000, g % 7, 'c' FROM generate_series(1, 5000) g;
+ALTER TABLE parent ADD CONSTRAINT n_present CHECK (n IS NOT NULL);
+"""
+
+#: (file, statement, transactional, {relation: mode}, rewrites, scans): one kind per file
+KINDS: list[tuple[str, str, bool, dict[str, str], list[str], list[str]]] = [
+    ("001_add_nullable.sql", "ALTER TABLE child ADD COLUMN a int", True, {"child": AEL}, [], []),
+    # looks dangerous, is not: a constant default is stored in the catalog (PostgreSQL 11+)
+    (
+        "002_add_constant_default.sql",
+        "ALTER TABLE child ADD COLUMN b int NOT NULL DEFAULT 7",
+        True,
+        {"child": AEL},
+        [],
+        [],
+    ),
+    (
+        "003_add_volatile_default.sql",
+        "ALTER TABLE child ADD COLUMN c float8 DEFAULT random()",
+        True,
+        {"child": AEL},
+        ["child"],
+        [],
+    ),
+    # Temporal's 57-minute statement (temporalio/temporal#10358): a STORED expression rewrites
+    (
+        "004_add_stored_generated.sql",
+        "ALTER TABLE child ADD COLUMN v2 int GENERATED ALWAYS AS (v * 2) STORED",
+        True,
+        {"child": AEL},
+        ["child"],
+        [],
+    ),
+    # looks dangerous, is not: widening a varchar changes only the catalog
+    (
+        "005_widen_varchar.sql",
+        "ALTER TABLE parent ALTER COLUMN name TYPE varchar(200)",
+        True,
+        {"parent": AEL},
+        [],
+        [],
+    ),
+    (
+        "006_varchar_to_text.sql",
+        "ALTER TABLE child ALTER COLUMN label TYPE text",
+        True,
+        {"child": AEL},
+        [],
+        [],
+    ),
+    (
+        "007_int_to_bigint.sql",
+        "ALTER TABLE child ALTER COLUMN parent_id TYPE bigint",
+        True,
+        {"child": AEL},
+        ["child"],
+        [],
+    ),
+    (
+        "008_set_not_null_scans.sql",
+        "ALTER TABLE child ALTER COLUMN parent_id SET NOT NULL",
+        True,
+        {"child": AEL},
+        [],
+        ["child"],
+    ),
+    # looks dangerous, is not: a valid CHECK (n IS NOT NULL) proves it (PostgreSQL 12+)
+    (
+        "009_set_not_null_proven.sql",
+        "ALTER TABLE parent ALTER COLUMN n SET NOT NULL",
+        True,
+        {"parent": AEL},
+        [],
+        [],
+    ),
+    (
+        "010_check_validates.sql",
+        "ALTER TABLE child ADD CONSTRAINT v_small CHECK (v < 100)",
+        True,
+        {"child": AEL},
+        [],
+        ["child"],
+    ),
+    (
+        "011_check_not_valid.sql",
+        "ALTER TABLE child ADD CONSTRAINT id_positive CHECK (id > 0) NOT VALID",
+        True,
+        {"child": AEL},
+        [],
+        [],
+    ),
+    (
+        "012_validate.sql",
+        "ALTER TABLE child VALIDATE CONSTRAINT id_positive",
+        True,
+        {"child": SUEL},
+        [],
+        ["child"],
+    ),
+    (
+        "013_foreign_key.sql",
+        "ALTER TABLE child ADD CONSTRAINT child_parent FOREIGN KEY (parent_id) REFERENCES parent",
+        True,
+        {"child": SREL, "parent": SREL},
+        [],
+        ["child", "parent"],
+    ),
+    (
+        "014_create_index.sql",
+        "CREATE INDEX child_label ON child (label)",
+        True,
+        {"child": SL},
+        [],
+        ["child"],
+    ),
+    (
+        "015_create_index_concurrently.sql",
+        "CREATE INDEX CONCURRENTLY child_parent_i ON child (parent_id)",
+        False,
+        {"child": SUEL},
+        [],
+        ["child"],
+    ),
+    # (the index itself goes under a brief ACCESS EXCLUSIVE at the end, which sampling may see)
+    (
+        "016_drop_index_concurrently.sql",
+        "DROP INDEX CONCURRENTLY child_label",
+        False,
+        {"child": SUEL},
+        [],
+        [],
+    ),
+    # (a plain VACUUM may also take ACCESS EXCLUSIVE, conditionally, to truncate empty pages)
+    ("017_vacuum.sql", "VACUUM (TRUNCATE false) child", False, {"child": SUEL}, [], ["child"]),
+    (
+        "018_set_default.sql",
+        "ALTER TABLE child ALTER COLUMN a SET DEFAULT 0",
+        True,
+        {"child": AEL},
+        [],
+        [],
+    ),
+    (
+        "019_rename.sql",
+        "ALTER TABLE parent RENAME COLUMN note TO remark",
+        True,
+        {"parent": AEL},
+        [],
+        [],
+    ),
+    (
+        "020_backfill.sql",
+        "UPDATE child SET a = 1 WHERE a IS NULL",
+        True,
+        {"child": REL},
+        [],
+        ["child"],
+    ),
+    (
+        "021_storage_param.sql",
+        "ALTER TABLE child SET (fillfactor = 90)",
+        True,
+        {"child": SUEL},
+        [],
+        [],
+    ),
+    (
+        "022_trigger.sql",
+        "CREATE TRIGGER child_touch BEFORE UPDATE ON child FOR EACH ROW "
+        "EXECUTE FUNCTION suppress_redundant_updates_trigger()",
+        True,
+        {"child": SREL},
+        [],
+        [],
+    ),
+    ("023_drop_column.sql", "ALTER TABLE child DROP COLUMN c", True, {"child": AEL}, [], []),
+    (
+        "024_new_table.sql",
+        "CREATE TABLE audit (id int PRIMARY KEY, at timestamptz)",
+        True,
+        {},
+        [],
+        [],
+    ),
+]
+
+
+@pytest.fixture(scope="module")
+def observed(tmp_path_factory: pytest.TempPathFactory, pg_admin_dsn: str) -> Iterator[Plan]:
+    from queueguard.pg import scratch
+
+    folder: Path = tmp_path_factory.mktemp("ddl")
+    for name, statement, *_ in KINDS:
+        (folder / name).write_text(statement + ";\n")
+    with scratch.ScratchDatabases(pg_admin_dsn, prefix="qgddl") as databases:
+        target = databases.create()
+        with psycopg.connect(target, autocommit=True) as conn:
+            conn.execute(TARGET)  # type: ignore[arg-type]
+            conn.execute("ANALYZE")
+        yield plan(sets.load(folder, "sqldir"), target, scratch_admin=pg_admin_dsn, sample_rows=500)
+
+
+def _last(result: Plan, revision: str) -> dict[str, Any]:
+    from queueguard.upgrade.plan.bill import document
+
+    lines = dict(result.revisions)[revision]
+    return document(lines[-1])
+
+
+@pytest.mark.parametrize(
+    ("name", "statement", "transactional", "locks", "rewrites", "scans"), KINDS
+)
+def test_each_kind_of_ddl_is_observed_as_postgresql_runs_it(
+    observed: Plan,
+    name: str,
+    statement: str,
+    transactional: bool,
+    locks: dict[str, str],
+    rewrites: list[str],
+    scans: list[str],
+) -> None:
+    line = _last(observed, name.split("_")[0])
+    seen = {lock["relation"]: lock["mode"] for lock in line["locks"]}
+    if not transactional:
+        # outside a transaction the table lock is seen where it waits; later, shorter locks
+        # are sampled while it runs and may come and go unseen
+        seen = {rel: mode for rel, mode in seen.items() if rel in locks}
+    assert (line["transactional"], seen, line["rewrites"], line["scans"]) == (
+        transactional,
+        locks,
+        rewrites,
+        scans,
+    ), line
+
+
+def test_every_revision_is_planned_in_order_with_a_sample(observed: Plan) -> None:
+    assert observed.current is None and observed.target == "024"
+    assert [rid for rid, _ in observed.revisions] == [k[0].split("_")[0] for k in KINDS]
+    doc = observed.document()
+    assert doc["schemaVersion"] == 1 and doc["format"] == "sqldir" and doc["sampleRows"] == 500
