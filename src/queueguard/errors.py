@@ -25,6 +25,16 @@ class InvalidDsn(UsageError):
     """A connection string that cannot be parsed."""
 
 
+class SplitError(UsageError):
+    """SQL text that cannot be split into statements: an unterminated quote, dollar-quote or
+    block comment, or a psql meta-command (`\\set`), which a server does not understand."""
+
+    def __init__(self, line: int, problem: str, source: str | None = None) -> None:
+        self.line, self.problem, self.source = line, problem, source
+        where = f"{source}:{line}" if source else f"line {line}"
+        super().__init__(f"{where}: {problem}")
+
+
 class ConnectionFailed(QueueguardError):
     """The database server could not be reached."""
 

@@ -1,0 +1,1 @@
+"""Tests of queueguard.sets: migration sets in any format."""

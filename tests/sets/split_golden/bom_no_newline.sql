@@ -1,0 +1,3 @@
+﻿CREATE TABLE bom (id int);
+INSERT INTO bom VALUES (1);
+SELECT count(*) FROM bom

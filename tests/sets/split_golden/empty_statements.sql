@@ -1,0 +1,7 @@
+;
+CREATE INDEX tasks_queue ON tasks (queue);;
+   ;
+/* only a comment */ ;
+-- and another
+;
+DROP INDEX tasks_queue;
