@@ -324,6 +324,7 @@ def load(root: Path) -> ForeignSet:
         root=root,
         revisions=revisions,
         bookkeeping=frozenset({table.qualified}),
+        version_table=table.qualified,
     )
 
 

@@ -48,6 +48,8 @@ class ForeignSet:
     revisions: tuple[ForeignRevision, ...]
     #: tables the format's bookkeeping writes (left out of catalog comparisons)
     bookkeeping: frozenset[str] = frozenset()
+    #: the version table of a set run by Alembic (ours: queueguard_version)
+    version_table: str | None = None
     #: the order of any version string, for formats whose database may be at a version the
     #: folder does not list (Temporal's `0.0` after setup-schema); None: ids only
     order: Callable[[str], Any] | None = field(default=None, compare=False)

@@ -31,4 +31,6 @@ def load(root: Path) -> ForeignSet:
             )
         )
     bookkeeping = frozenset({revisions.VERSION_TABLE, "queueguard_migrations"})
-    return ForeignSet("queueguard", root, tuple(found), bookkeeping)
+    return ForeignSet(
+        "queueguard", root, tuple(found), bookkeeping, version_table=revisions.VERSION_TABLE
+    )

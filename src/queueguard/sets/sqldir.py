@@ -89,7 +89,7 @@ def load(root: Path) -> ForeignSet:
             )
         )
         down = version
-    return ForeignSet("sqldir", root, tuple(revisions), frozenset({LEDGER}), order)
+    return ForeignSet("sqldir", root, tuple(revisions), frozenset({LEDGER}), order=order)
 
 
 def applied(conn: psycopg.Connection[Any]) -> dict[str, str]:

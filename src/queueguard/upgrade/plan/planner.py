@@ -20,8 +20,9 @@ from queueguard.pg import scratch
 from queueguard.pg.connect import connection
 from queueguard.pg.scratch import ScratchDatabases
 from queueguard.sets import ForeignSet, adapter
+from queueguard.sets import alembic as alembic_format
 from queueguard.upgrade import locks
-from queueguard.upgrade.plan import apply, bill, sample
+from queueguard.upgrade.plan import apply, bill, python_revision, sample
 from queueguard.upgrade.plan.observe import Observation, Q
 
 
@@ -63,7 +64,9 @@ def current_revision(fset: ForeignSet, target_dsn: str) -> str | None:
     """The revision the target is at, read in a READ ONLY transaction."""
     module = adapter(fset.format)
     if fset.format in ("alembic", "queueguard"):
-        return module.current(target_dsn, fset.root)  # type: ignore[no-any-return]
+        return alembic_format.current(
+            target_dsn, fset.version_table or alembic_format.DEFAULT_VERSION_TABLE
+        )
     with sample.read_only(target_dsn) as conn:
         found = module.current(conn)
         conn.rollback()
@@ -72,8 +75,7 @@ def current_revision(fset: ForeignSet, target_dsn: str) -> str | None:
 
 def _apply(fset: ForeignSet, revision: Any, scratch_dsn: str) -> list[Observation]:
     if revision.statements is None:  # a Python revision: run by its own tool, watched
-        module = adapter(fset.format)
-        return module.traced(fset.root, scratch_dsn, revision.id)  # type: ignore[no-any-return]
+        return python_revision.traced(fset, scratch_dsn, revision)
     with connection(scratch_dsn) as conn:
         try:
             return apply.traced(conn, scratch_dsn, revision.statements)
