@@ -259,6 +259,15 @@ class MigratorBusy(MigrationError):
         )
 
 
+class HalfApplied(MigrationError):
+    """A revision another tool left half applied: some of its objects exist, the version row
+    has not moved, and no progress of ours says how far it got."""
+
+
+class LockTooLong(MigrationError):
+    """`upgrade --max-lock`: plan says a revision would hold a blocking lock longer."""
+
+
 class TamperedMigration(MigrationError):
     """A released migration's content no longer matches the checked-in manifest."""
 

@@ -122,6 +122,8 @@ def cmd_upgrade(args: argparse.Namespace) -> int:
     from queueguard.pg.targets import parse_duration_ms
     from queueguard.upgrade import runner
 
+    if _is_foreign(args):
+        return _upgrade_foreign(args)
     migrations = _migrations(args)
     if args.sql:
         print(runner.render_sql(args.to, migrations=migrations))
@@ -161,6 +163,66 @@ def cmd_upgrade(args: argparse.Namespace) -> int:
             protocol = migrations.get(report.after or "").protocol
             print(f"  fenced {report.queues_fenced} queues; protocol is now {protocol}")
         print(f"  lock waits: {report.lock_waits}")
+    return 0
+
+
+def _is_foreign(args: argparse.Namespace) -> bool:
+    """A --migrations set of another format than ours (or --format saying so)."""
+    from queueguard import sets
+
+    fmt = getattr(args, "format", None)
+    if fmt is not None:
+        return bool(fmt != "queueguard")
+    folder = getattr(args, "migrations", None)
+    return bool(folder) and sets.detect(Path(str(folder)).resolve()) != "queueguard"
+
+
+def _upgrade_foreign(args: argparse.Namespace) -> int:
+    from queueguard.errors import LockTooLong
+    from queueguard.pg.targets import parse_duration_ms
+    from queueguard.upgrade.foreign.runner import Limits, upgrade
+    from queueguard.upgrade.plan.planner import plan
+    from queueguard.upgrade.plan.report import render_over
+
+    if args.sql or args.online or args.phase:
+        raise UsageError("--sql and --online apply to queueguard's own migration set only")
+    fset = _foreign_set(args)
+    dsn = _target(args, fallback=False)
+    limits = Limits(
+        lock_timeout_ms=parse_duration_ms(args.lock_timeout or "5s"),
+        statement_timeout_ms=parse_duration_ms(args.statement_timeout or "60m"),
+        retries=3 if args.retries is None else args.retries,
+    )
+    if args.max_lock:
+        bill = plan(
+            fset,
+            dsn,
+            to=args.to,
+            scratch_admin=args.scratch_dsn,
+            max_lock_ms=parse_duration_ms(args.max_lock),
+        )
+        if bill.over and not args.force:
+            raise LockTooLong(
+                render_over(bill) + "\nnothing was changed; --force applies it anyway"
+            )
+    report = upgrade(fset, dsn, to=args.to, limits=limits)
+    if args.json:
+        _emit_json(report.as_json())
+        return 0
+    for note in report.notes:
+        print(f"queueguard: note: {note}", file=sys.stderr)
+    if not report.applied:
+        print(f"already at {report.after or report.before} (nothing to do)")
+    else:
+        print(
+            f"upgraded {report.before or 'empty'} -> {report.after} "
+            f"(applied {', '.join(report.applied)}) in {report.elapsed_ms} ms"
+        )
+        if report.resumed:
+            print(f"  resumed {', '.join(report.resumed)} where a previous run stopped")
+        print(f"  lock waits: {report.lock_waits}")
+    for revision in report.skipped:
+        print(f"  revision {revision} was applied by another runner meanwhile")
     return 0
 
 

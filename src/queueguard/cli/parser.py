@@ -104,6 +104,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--force", action="store_true", help="upgrade even with older hosts connected")
     p.add_argument("--pooled", action="store_true", help="the DSN goes through a connection pooler")
+    p.add_argument(
+        "--max-lock",
+        help="another format's set: refuse a revision whose plan holds a read/write-blocking "
+        "lock longer (--force applies it anyway)",
+    )
+    p.add_argument(
+        "--scratch-dsn", help="with --max-lock: admin DSN of the server for plan's scratch copy"
+    )
     online = p.add_argument_group("online upgrade (the fleet keeps running; docs/upgrade.md)")
     online.add_argument("--online", action="store_true", help="expand, migrate, contract")
     online.add_argument(
@@ -118,7 +126,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     online.add_argument("--lease", default="15s", help="the migrator's lease")
     online.add_argument("--wait", default="30s", help="wait this long for another migrator")
-    _add_migrations(p)
+    _add_migrations(p, formats=True)
     p.add_argument("--json", action="store_true")
     p.set_defaults(handler=commands.cmd_upgrade)
 

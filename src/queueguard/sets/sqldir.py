@@ -104,3 +104,24 @@ def current(conn: psycopg.Connection[Any]) -> str | None:
     """The latest revision the ledger records (None: nothing applied)."""
     done = applied(conn)
     return max(done, key=order) if done else None
+
+
+def ensure_ledger(conn: psycopg.Connection[Any]) -> None:
+    conn.execute(Q["create_ledger"])
+
+
+def record(conn: psycopg.Connection[Any], revision: ForeignRevision) -> None:
+    """The ledger row of one applied file (the caller's transaction)."""
+    conn.execute(Q["record"], {"revision": revision.id, "checksum": revision.checksum})
+
+
+def tampered(conn: psycopg.Connection[Any], fset: ForeignSet) -> list[str]:
+    """Applied files whose bytes changed since, or that the folder no longer has."""
+    found = []
+    known = {r.id: r for r in fset.revisions}
+    for revision, checksum in sorted(applied(conn).items(), key=lambda kv: order(kv[0])):
+        if revision not in known:
+            found.append(f"{revision}: applied, but {fset.root} no longer has it")
+        elif known[revision].checksum != checksum:
+            found.append(f"{known[revision].files[0].name}: changed since it was applied")
+    return found

@@ -110,9 +110,13 @@ def _watching(watcher: _Watcher) -> Iterator[None]:
     original = psycopg.Cursor.execute
 
     def execute(self: psycopg.Cursor[Any], query: Any, params: Any = None, **kw: Any) -> Any:
-        text = query if isinstance(query, str) else query.as_string(self) if hasattr(
-            query, "as_string"
-        ) else str(query)
+        text = (
+            query
+            if isinstance(query, str)
+            else query.as_string(self)
+            if hasattr(query, "as_string")
+            else str(query)
+        )
         if not watcher.wanted(text):
             return original(self, query, params, **kw)
         return watcher.run(self.connection, text, lambda: original(self, query, params, **kw))

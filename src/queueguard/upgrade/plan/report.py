@@ -55,19 +55,27 @@ def render_text(plan: Plan) -> str:
         for line in statements:
             lines.extend(_line(line))
     if plan.max_lock_ms is not None:
-        over = plan.over
-        if over:
-            lines.append(
-                f"{len(over)} statement(s) would hold a blocking lock longer than "
-                f"--max-lock {_ms(plan.max_lock_ms)}"
-            )
-            for line in over:
-                rel, mode = line.blocking[0]
-                lines.append(
-                    f"  revision {line.revision} statement {line.index + 1}: {mode} on {rel} "
-                    f"held ~{_ms(line.held_ms)} (runs ~{_ms(line.estimate_ms)}): "
-                    f"{_first_line(line.seen.sql)}"
-                )
+        if plan.over:
+            lines.append(render_over(plan))
         else:
             lines.append(f"every blocking lock is held under --max-lock {_ms(plan.max_lock_ms)}")
+    return "\n".join(lines)
+
+
+def render_over(plan: Plan) -> str:
+    """The statements over --max-lock: statement, table, mode, estimate, a safer form."""
+    over = plan.over
+    lines = [
+        f"{len(over)} statement(s) would hold a blocking lock longer than "
+        f"--max-lock {_ms(plan.max_lock_ms or 0)}:"
+    ]
+    for line in over:
+        rel, mode = line.blocking[0]
+        lines.append(
+            f"  revision {line.revision} statement {line.index + 1}: {mode} on {rel} "
+            f"held ~{_ms(line.held_ms)} (runs ~{_ms(line.estimate_ms)}): "
+            f"{_first_line(line.seen.sql)}"
+        )
+        if line.safer:
+            lines.append(f"    safer: {line.safer}")
     return "\n".join(lines)

@@ -1,0 +1,218 @@
+"""A revision another tool left half applied, found before anything runs.
+
+`temporal-sql-tool update-schema` runs a version's statements one by one, each committing on
+its own, and moves the version row only at the end; on a rerun it skips every error that
+says "already exist". A version it stopped in the middle of therefore shows as: some of the
+objects the version creates exist, the version row has not moved, and (ours would say how
+far we got) no progress row of ours. Ignoring "already exists" would paper over an object
+that exists *differently*; so the upgrade stops and names each object, and whether it
+matches what the version would create.
+
+Read only: objects are looked up in the catalog; a table's would-be columns come from
+creating it in a scratch schema inside a transaction that is rolled back, with a short
+lock_timeout (its foreign keys lock their referenced tables for that moment).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+import psycopg
+
+from queueguard.errors import HalfApplied
+from queueguard.sets import ForeignRevision, ForeignSet
+from queueguard.upgrade.plan.apply import code_of
+
+_NAME = r"(?P<name>(?:\"[^\"]+\"|[\w$]+)(?:\.(?:\"[^\"]+\"|[\w$]+))?)"
+_TABLE = re.compile(r"^CREATE\s+(?:UNLOGGED\s+)?TABLE\s+(?:IF\s+NOT\s+EXISTS\s+)?" + _NAME, re.I)
+_INDEX = re.compile(
+    r"^CREATE\s+(?:UNIQUE\s+)?INDEX\s+(?:CONCURRENTLY\s+)?(?:IF\s+NOT\s+EXISTS\s+)?" + _NAME,
+    re.I,
+)
+_SIMPLE = {
+    "sequence": re.compile(r"^CREATE\s+SEQUENCE\s+(?:IF\s+NOT\s+EXISTS\s+)?" + _NAME, re.I),
+    "view": re.compile(
+        r"^CREATE\s+(?:MATERIALIZED\s+)?VIEW\s+(?:IF\s+NOT\s+EXISTS\s+)?" + _NAME, re.I
+    ),
+    "type": re.compile(r"^CREATE\s+TYPE\s+" + _NAME, re.I),
+    "function": re.compile(r"^CREATE\s+(?:FUNCTION|PROCEDURE)\s+" + _NAME, re.I),
+}
+_ALTER = re.compile(
+    r"^ALTER\s+TABLE\s+(?:IF\s+EXISTS\s+)?(?:ONLY\s+)?" + _NAME + r"\s+(?P<rest>.*)$", re.I | re.S
+)
+_ADD_COLUMN = re.compile(
+    r"ADD\s+(?:COLUMN\s+)?(?:IF\s+NOT\s+EXISTS\s+)?(?P<column>\"[^\"]+\"|[\w$]+)\s+"
+    r"(?P<type>.+?)(?=\s+(?:NOT\s+NULL|NULL|DEFAULT|GENERATED|CONSTRAINT|PRIMARY|REFERENCES|"
+    r"CHECK|UNIQUE|COLLATE)\b|,\s*(?:ADD|ALTER|DROP)\b|$)",
+    re.I | re.S,
+)
+_NOT_A_COLUMN = {"CONSTRAINT", "PRIMARY", "UNIQUE", "CHECK", "FOREIGN", "EXCLUDE"}
+
+
+@dataclass(frozen=True)
+class Found:
+    kind: str
+    name: str
+    statement: str
+    verdict: str  # "matches what it would create", "differs: …", "cannot be compared"
+
+    def line(self) -> str:
+        return f"{self.kind} {self.name} exists ({self.verdict})"
+
+
+def _unquote(name: str) -> str:
+    return ".".join(part.strip('"') for part in name.split("."))
+
+
+def objects(statement: str) -> list[tuple[str, str, str | None]]:
+    """(kind, name, detail) of what the statement creates (pure): a column's detail is its
+    declared type."""
+    code = code_of(statement)
+    if found := _TABLE.match(code):
+        return [("table", found["name"], None)]
+    if found := _INDEX.match(code):
+        return [("index", found["name"], None)]
+    for kind, pattern in _SIMPLE.items():
+        if found := pattern.match(code):
+            return [(kind, found["name"], None)]
+    if found := _ALTER.match(code):
+        out: list[tuple[str, str, str | None]] = []
+        for add in _ADD_COLUMN.finditer(found["rest"]):
+            if add["column"].upper() in _NOT_A_COLUMN:
+                continue
+            column = f"{found['name']}.{add['column']}"
+            out.append(("column", column, " ".join(add["type"].split())))
+        return out
+    return []
+
+
+def _exists(conn: psycopg.Connection[Any], kind: str, name: str) -> bool:
+    plain = _unquote(name)
+    if kind in ("table", "index", "sequence", "view"):
+        row = conn.execute("SELECT to_regclass(%s) IS NOT NULL", (name,)).fetchone()
+    elif kind == "type":
+        row = conn.execute("SELECT to_regtype(%s) IS NOT NULL", (name,)).fetchone()
+    elif kind == "function":
+        row = conn.execute(
+            "SELECT EXISTS (SELECT 1 FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace "
+            "WHERE p.proname = %s AND n.nspname = ANY(current_schemas(false)))",
+            (plain.rsplit(".", 1)[-1],),
+        ).fetchone()
+    else:  # column
+        table, column = name.rsplit(".", 1)
+        row = conn.execute(
+            "SELECT EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = to_regclass(%s) "
+            "AND attname = %s AND attnum > 0 AND NOT attisdropped)",
+            (table, column.strip('"')),
+        ).fetchone()
+    return bool(row and row[0])
+
+
+def _columns(conn: psycopg.Connection[Any], table: str) -> list[tuple[str, str, bool]]:
+    return [
+        (r[0], r[1], r[2])
+        for r in conn.execute(
+            "SELECT attname, format_type(atttypid, atttypmod), attnotnull FROM pg_attribute "
+            "WHERE attrelid = to_regclass(%s) AND attnum > 0 AND NOT attisdropped "
+            "ORDER BY attnum",
+            (table,),
+        ).fetchall()
+    ]
+
+
+def _compare_table(conn: psycopg.Connection[Any], name: str, statement: str) -> str:
+    """Create the table in a scratch schema (rolled back) and compare the columns."""
+    existing = _columns(conn, name)
+    try:
+        conn.execute("SET LOCAL lock_timeout = 1000")
+        conn.execute("CREATE SCHEMA queueguard_probe")
+        path = conn.execute("SELECT current_setting('search_path')").fetchone()
+        conn.execute(f"SET LOCAL search_path = queueguard_probe, {path[0] if path else 'public'}")
+        conn.execute(code_of(statement).replace(name, _unquote(name).rsplit(".", 1)[-1], 1))
+        would = _columns(conn, "queueguard_probe." + _unquote(name).rsplit(".", 1)[-1])
+    except psycopg.Error as exc:
+        return f"cannot be compared: {str(exc).splitlines()[0]}"
+    finally:
+        conn.rollback()
+    if existing == would:
+        return "matches what it would create"
+    return f"differs: it has {_show(existing)}, the revision would create {_show(would)}"
+
+
+def _show(columns: list[tuple[str, str, bool]]) -> str:
+    return "(" + ", ".join(f"{n} {t}{' NOT NULL' if nn else ''}" for n, t, nn in columns) + ")"
+
+
+def _compare_column(conn: psycopg.Connection[Any], name: str, declared: str) -> str:
+    table, column = name.rsplit(".", 1)
+    have = next((t for n, t, _ in _columns(conn, table) if n == column.strip('"')), None)
+    try:
+        conn.execute(f"CREATE TEMP TABLE queueguard_probe (x {declared}) ON COMMIT DROP")
+        row = conn.execute(
+            "SELECT format_type(atttypid, atttypmod) FROM pg_attribute "
+            "WHERE attrelid = 'queueguard_probe'::regclass AND attname = 'x'"
+        ).fetchone()
+        want = row[0] if row else None
+    except psycopg.Error as exc:
+        return f"cannot be compared: {str(exc).splitlines()[0]}"
+    finally:
+        conn.rollback()
+    if have == want:
+        return "matches what it would create"
+    return f"differs: it is {have}, the revision would make it {want}"
+
+
+def _compare_index(conn: psycopg.Connection[Any], name: str, statement: str) -> str:
+    row = conn.execute("SELECT pg_get_indexdef(to_regclass(%s))", (name,)).fetchone()
+    conn.rollback()
+    have = _normal_index(row[0] if row else "")
+    want = _normal_index(code_of(statement))
+    if have == want:
+        return "matches what it would create"
+    return f"differs: it is `{row[0] if row else '?'}`"
+
+
+def _normal_index(text: str) -> str:
+    text = re.sub(
+        r"\bCONCURRENTLY\b|\bIF\s+NOT\s+EXISTS\b|\bUSING\s+btree\b|\bONLY\b", " ", text, flags=re.I
+    )
+    text = re.sub(r"\b\w+\.", "", text)  # schema prefixes pg_get_indexdef adds
+    return " ".join(re.sub(r"\s*([(),])\s*", r"\1", text).lower().replace('"', "").split())
+
+
+def found(conn: psycopg.Connection[Any], rev: ForeignRevision) -> list[Found]:
+    """The objects `rev` creates that exist already, each compared."""
+    out: list[Found] = []
+    for statement in rev.statements or ():
+        for kind, name, detail in objects(statement):
+            exists = _exists(conn, kind, name)
+            conn.rollback()
+            if not exists:
+                continue
+            if kind == "table":
+                verdict = _compare_table(conn, name, statement)
+            elif kind == "column":
+                verdict = _compare_column(conn, name, detail or "")
+            elif kind == "index":
+                verdict = _compare_index(conn, name, statement)
+            else:
+                verdict = "cannot be compared: only its existence is checked"
+            out.append(Found(kind, _unquote(name), statement, verdict))
+    return out
+
+
+def refuse(conn: psycopg.Connection[Any], fset: ForeignSet, rev: ForeignRevision) -> None:
+    """Raise HalfApplied if objects of the first pending revision exist already."""
+    if fset.format not in ("temporal", "sqldir"):
+        return
+    existing = found(conn, rev)
+    if existing:
+        names = "\n  ".join(f.line() for f in existing)
+        raise HalfApplied(
+            f"revision {rev.id} looks half applied (by another tool?): the version row has not "
+            f"moved, no progress of ours is recorded, and {len(existing)} of its objects exist "
+            f"already:\n  {names}\nnothing was changed; finish or undo that version by hand "
+            "(or restore a backup), then rerun"
+        )

@@ -1,0 +1,38 @@
+-- The runner for migration sets of other formats (Temporal's, plain SQL directories):
+-- the runner lock and the progress of a revision split by a statement that must run outside
+-- a transaction.
+
+-- name: runner_lock
+-- One runner at a time, per transaction (as for our own set: holds through a pooler).
+SELECT pg_advisory_xact_lock(hashtext('queueguard-upgrade'));
+
+-- name: progress_exists
+SELECT to_regclass('queueguard_progress') IS NOT NULL;
+
+-- name: progress_create
+-- Created in a revision's first transaction when it has to commit half way (a statement
+-- that cannot run in a transaction block), dropped in its bookkeeping transaction.
+CREATE TABLE IF NOT EXISTS queueguard_progress (
+    revision text PRIMARY KEY,
+    statement int NOT NULL,
+    sha256 text NOT NULL,
+    updated_at timestamptz NOT NULL DEFAULT now()
+);
+
+-- name: progress_read
+SELECT revision, statement, sha256 FROM queueguard_progress;
+
+-- name: progress_write
+INSERT INTO queueguard_progress (revision, statement, sha256)
+VALUES (%(revision)s, %(statement)s, %(sha256)s)
+ON CONFLICT (revision) DO UPDATE SET statement = excluded.statement, updated_at = now();
+
+-- name: progress_drop
+DROP TABLE IF EXISTS queueguard_progress;
+
+-- name: invalid_index
+-- An index a failed concurrent build left behind (indisvalid false), by name.
+SELECT c.oid::regclass::text
+FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
+JOIN pg_namespace n ON n.oid = c.relnamespace
+WHERE NOT i.indisvalid AND c.relname = %(name)s AND n.nspname = ANY(current_schemas(false));
