@@ -9,8 +9,9 @@ that exists *differently*; so the upgrade stops and names each object, and wheth
 matches what the version would create.
 
 Read only: objects are looked up in the catalog; a table's would-be columns come from
-creating it in a scratch schema inside a transaction that is rolled back, with a short
-lock_timeout (its foreign keys lock their referenced tables for that moment).
+creating it in a scratch schema inside a savepoint that is rolled back, with a short
+lock_timeout (its foreign keys lock their referenced tables for that moment). It runs in the
+runner's transaction, under the runner lock.
 """
 
 from __future__ import annotations
@@ -125,6 +126,7 @@ def _columns(conn: psycopg.Connection[Any], table: str) -> list[tuple[str, str, 
 def _compare_table(conn: psycopg.Connection[Any], name: str, statement: str) -> str:
     """Create the table in a scratch schema (rolled back) and compare the columns."""
     existing = _columns(conn, name)
+    conn.execute("SAVEPOINT queueguard_probe")
     try:
         conn.execute("SET LOCAL lock_timeout = 1000")
         conn.execute("CREATE SCHEMA queueguard_probe")
@@ -135,7 +137,7 @@ def _compare_table(conn: psycopg.Connection[Any], name: str, statement: str) -> 
     except psycopg.Error as exc:
         return f"cannot be compared: {str(exc).splitlines()[0]}"
     finally:
-        conn.rollback()
+        conn.execute("ROLLBACK TO SAVEPOINT queueguard_probe")
     if existing == would:
         return "matches what it would create"
     return f"differs: it has {_show(existing)}, the revision would create {_show(would)}"
@@ -148,8 +150,9 @@ def _show(columns: list[tuple[str, str, bool]]) -> str:
 def _compare_column(conn: psycopg.Connection[Any], name: str, declared: str) -> str:
     table, column = name.rsplit(".", 1)
     have = next((t for n, t, _ in _columns(conn, table) if n == column.strip('"')), None)
+    conn.execute("SAVEPOINT queueguard_probe")
     try:
-        conn.execute(f"CREATE TEMP TABLE queueguard_probe (x {declared}) ON COMMIT DROP")
+        conn.execute(f"CREATE TEMP TABLE queueguard_probe (x {declared})")
         row = conn.execute(
             "SELECT format_type(atttypid, atttypmod) FROM pg_attribute "
             "WHERE attrelid = 'queueguard_probe'::regclass AND attname = 'x'"
@@ -158,7 +161,7 @@ def _compare_column(conn: psycopg.Connection[Any], name: str, declared: str) -> 
     except psycopg.Error as exc:
         return f"cannot be compared: {str(exc).splitlines()[0]}"
     finally:
-        conn.rollback()
+        conn.execute("ROLLBACK TO SAVEPOINT queueguard_probe")
     if have == want:
         return "matches what it would create"
     return f"differs: it is {have}, the revision would make it {want}"
@@ -166,7 +169,6 @@ def _compare_column(conn: psycopg.Connection[Any], name: str, declared: str) -> 
 
 def _compare_index(conn: psycopg.Connection[Any], name: str, statement: str) -> str:
     row = conn.execute("SELECT pg_get_indexdef(to_regclass(%s))", (name,)).fetchone()
-    conn.rollback()
     have = _normal_index(row[0] if row else "")
     want = _normal_index(code_of(statement))
     if have == want:
@@ -187,9 +189,7 @@ def found(conn: psycopg.Connection[Any], rev: ForeignRevision) -> list[Found]:
     out: list[Found] = []
     for statement in rev.statements or ():
         for kind, name, detail in objects(statement):
-            exists = _exists(conn, kind, name)
-            conn.rollback()
-            if not exists:
+            if not _exists(conn, kind, name):
                 continue
             if kind == "table":
                 verdict = _compare_table(conn, name, statement)

@@ -153,21 +153,24 @@ def upgrade(
     try:
         with conn.cursor() as cursor:
             topology.refuse_standby(cursor, "upgrade")
+        conn.rollback()
+        # Where the database is, read under the runner lock: another runner's revision is
+        # either wholly there or not at all.
+        _begin(conn, limits, limits.lock_timeout_ms)
         before = current(fset, conn)
         if fset.format == "sqldir":
             changed = sqldir.tampered(conn, fset)
             if changed:
                 raise TamperedMigration("; ".join(changed))
         progress = _progress(conn)
-        conn.rollback()
         report = ForeignReport(fset.format, target, before)
         pending = fset.pending(before, target)
         if pending and pending[0].id not in progress:
             half_applied.refuse(conn, fset, pending[0])
-        if fset.format == "temporal" and pending:
-            _setup_temporal(conn, limits)
+        if fset.format == "temporal" and pending and temporal.current(conn) is None:
+            temporal.setup(conn)  # what `setup-schema -v 0.0` writes, where nothing is
         previous = current(fset, conn) or before
-        conn.rollback()
+        conn.commit()
         for rev in pending:
             revision = rev.id
             done = _apply(conn, fset, rev, previous, limits, progress.get(rev.id), report, on_step)
@@ -218,16 +221,6 @@ def _begin(conn: psycopg.Connection[Any], limits: Limits, lock_timeout_ms: int) 
         raise RunnerBusy(int(limits.runner_wait_s * 1000)) from None
     conn.execute(f"SET LOCAL lock_timeout = {lock_timeout_ms}")
     conn.execute(f"SET LOCAL statement_timeout = {limits.statement_timeout_ms}")
-
-
-def _setup_temporal(conn: psycopg.Connection[Any], limits: Limits) -> None:
-    """Where Temporal's version tables are absent: what `setup-schema -v 0.0` writes."""
-    if temporal.current(conn) is not None:
-        conn.rollback()
-        return
-    _begin(conn, limits, limits.lock_timeout_ms)
-    temporal.setup(conn)
-    conn.commit()
 
 
 def _apply(
@@ -315,7 +308,9 @@ def _attempt(
             running = []
             _emit(step, on_step)
             _begin(conn, limits, timeout)
-            _write_progress(conn, rev, index + 1)
+            _write_progress(conn, rev, index + 1)  # done: a rerun starts after it
+            conn.commit()
+            _begin(conn, limits, timeout)
             continue
         conn.execute("RELEASE SAVEPOINT queueguard_statement")
         running.append(

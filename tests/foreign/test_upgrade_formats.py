@@ -1,0 +1,294 @@
+"""`upgrade` on migration sets of other formats, on the embedded server: each format reaches
+head from an empty database and from every intermediate revision with the catalog of the
+files applied by hand and the native tool's bookkeeping; a revision failing in its last
+statement leaves the previous revision whole; a revision split by a statement outside a
+transaction resumes after an interruption; a version another tool left half applied is
+refused; a held lock makes the upgrade give up with nothing changed.
+"""
+
+from __future__ import annotations
+
+import shutil
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+from alembic import command
+
+from queueguard import sets
+from queueguard.cli import main
+from queueguard.errors import HalfApplied, LockTimeout, MigrationError, TamperedMigration
+from queueguard.sets import alembic as alembic_format
+from queueguard.sets import temporal
+from queueguard.upgrade import catalog
+from queueguard.upgrade.foreign.runner import Limits, upgrade
+
+DATA = Path(__file__).parents[1] / "sets" / "data"
+TEMPORAL_BOOKS = {"schema_version", "schema_update_history"}
+
+
+def _tables(dsn: str) -> set[str]:
+    with psycopg.connect(dsn) as conn:
+        rows = conn.execute(
+            "SELECT tablename FROM pg_tables WHERE schemaname = 'public'"
+        ).fetchall()
+    return {r[0] for r in rows}
+
+
+def _catalog_without(dsn: str, bookkeeping: set[str]) -> Any:
+    doc = catalog.document(catalog.introspect(dsn))
+    return {
+        k: {n: v for n, v in part.items() if n.split(".")[0] not in bookkeeping}
+        if isinstance(part, dict)
+        else part
+        for k, part in doc.items()
+    }
+
+
+def _by_hand(dsn: str, fset: sets.ForeignSet, upto: str | None = None) -> None:
+    """Each statement on its own, as a person with psql would (autocommit)."""
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        for rev in fset.revisions:
+            for statement in rev.statements or ():
+                conn.execute(statement)  # type: ignore[arg-type]
+            if rev.id == upto:
+                return
+
+
+def _history(dsn: str) -> list[tuple[Any, ...]]:
+    with psycopg.connect(dsn) as conn:
+        return conn.execute(
+            "SELECT version_partition, old_version, new_version, manifest_md5, description, "
+            "year = extract(year FROM update_time), month = extract(month FROM update_time) "
+            "FROM schema_update_history ORDER BY update_time"
+        ).fetchall()
+
+
+# temporal ----------------------------------------------------------------------------------
+def test_temporal_reaches_head_with_the_native_bookkeeping(make_db: Callable[..., str]) -> None:
+    fset = sets.load(DATA / "temporal")
+    upgraded, by_hand = make_db(), make_db()
+    report = upgrade(fset, upgraded)
+    assert report.applied == ["0.1", "0.2", "1.0", "1.9", "1.10"] and report.after == "1.10"
+    _by_hand(by_hand, fset)
+    assert _catalog_without(upgraded, TEMPORAL_BOOKS) == _catalog_without(by_hand, set())
+    # setup-schema -v 0.0, then one row per version (versions without files included)
+    expected = [(0, "0", "0.0", "", "initial version", True, True)] + [
+        (
+            0,
+            prev,
+            rev.id,
+            rev.native["manifest_md5"],
+            rev.native["description"],
+            True,
+            True,
+        )
+        for prev, rev in zip(["0.0", *fset.ids], fset.revisions, strict=False)
+    ]
+    assert _history(upgraded) == expected
+    with psycopg.connect(upgraded) as conn:
+        row = conn.execute(
+            "SELECT version_partition, db_name = current_database(), curr_version, "
+            "min_compatible_version, creation_time IS NOT NULL FROM schema_version"
+        ).fetchall()
+    assert row == [(0, True, "1.10", fset.get("1.10").native["min_compatible_version"], True)]
+    assert "queueguard_progress" not in _tables(upgraded)  # nothing of ours is left
+    again = upgrade(fset, upgraded)
+    assert again.applied == [] and _history(upgraded) == expected  # a rerun is a no-op
+
+
+@pytest.mark.parametrize("start", ["0.1", "0.2", "1.0", "1.9"])
+def test_temporal_from_every_intermediate_version(make_db: Callable[..., str], start: str) -> None:
+    fset = sets.load(DATA / "temporal")
+    dsn = make_db()
+    upgrade(fset, dsn, to=start)
+    report = upgrade(fset, dsn)
+    assert report.before == start and report.after == "1.10"
+    assert report.applied == list(fset.ids[fset.ids.index(start) + 1 :])
+    assert [h[2] for h in _history(dsn)] == ["0.0", *fset.ids]
+
+
+def _copy_set(tmp_path: Path, name: str) -> Path:
+    folder = tmp_path / name
+    shutil.copytree(DATA / name, folder)
+    return folder
+
+
+def test_a_temporal_version_failing_in_its_last_statement_changes_nothing(
+    make_db: Callable[..., str], tmp_path: Path
+) -> None:
+    folder = _copy_set(tmp_path, "temporal")
+    # 0.2's last file gets a statement that fails
+    (folder / "v0.2" / "indexes.sql").write_text(
+        (folder / "v0.2" / "indexes.sql").read_text() + "\nALTER TABLE nowhere ADD COLUMN x int;\n"
+    )
+    fset = sets.load(folder)
+    dsn, reference = make_db(), make_db()
+    upgrade(fset, reference, to="0.1")
+    with pytest.raises(MigrationError, match=r"0\.2 failed at statement .* nothing was changed"):
+        upgrade(fset, dsn)
+    assert catalog.fingerprint(dsn) == catalog.fingerprint(reference)
+    assert [h[2] for h in _history(dsn)] == ["0.0", "0.1"]
+
+
+def test_a_half_applied_temporal_version_is_refused_naming_its_objects(
+    make_db: Callable[..., str],
+) -> None:
+    fset = sets.load(DATA / "temporal")
+    dsn = make_db()
+    upgrade(fset, dsn, to="0.1")
+    walks = fset.get("0.2").statements or ()
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(walks[0])  # type: ignore[arg-type]  # as the native tool would have
+        conn.execute("CREATE INDEX walks_started_at_idx ON walks (dog_id)")  # another column
+    before = catalog.fingerprint(dsn)
+    with pytest.raises(HalfApplied) as caught:
+        upgrade(fset, dsn)
+    message = str(caught.value)
+    assert "table walks exists (matches what it would create)" in message
+    assert "index walks_started_at_idx exists (differs" in message
+    assert catalog.fingerprint(dsn) == before
+    assert main(["upgrade", "--migrations", str(DATA / "temporal"), "--dsn", dsn]) == 1
+
+
+# sqldir ------------------------------------------------------------------------------------
+SQLDIR = {
+    "V1__accounts.sql": "CREATE TABLE accounts (id bigint PRIMARY KEY, email text);\n"
+    "INSERT INTO accounts SELECT g, 'a' || g || '@x' FROM generate_series(1, 50) g;",
+    "V2__flag.sql": "CREATE TABLE flag (on_ boolean);",
+    # a revision split by a statement that cannot run in a transaction: the last statement
+    # divides by the flag's row count (0 until the test inserts one)
+    "V3__email_index.sql": "ALTER TABLE accounts ADD COLUMN verified boolean;\n"
+    "CREATE UNIQUE INDEX CONCURRENTLY accounts_email ON accounts (email);\n"
+    "UPDATE accounts SET verified = (1 / (SELECT count(*) FROM flag)) = 1;",
+    "V3__email_index.down.sql": "DROP INDEX accounts_email;",
+}
+
+
+def _sqldir(tmp_path: Path) -> Path:
+    folder = tmp_path / "sqldir"
+    folder.mkdir()
+    for name, text in SQLDIR.items():
+        (folder / name).write_text(text)
+    return folder
+
+
+def test_sqldir_resumes_a_revision_split_by_a_concurrent_build(
+    make_db: Callable[..., str], tmp_path: Path
+) -> None:
+    fset = sets.load(_sqldir(tmp_path))
+    assert fset.ids == ("1", "2", "3")  # the .down.sql file is no revision
+    dsn = make_db()
+    # duplicate emails make the concurrent build fail and leave an invalid index behind
+    upgrade(fset, dsn, to="2")
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute("UPDATE accounts SET email = 'same' WHERE id <= 2")
+    with pytest.raises(MigrationError, match=r"statement 2 .*statements 1–1 stay applied"):
+        upgrade(fset, dsn)
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        valid = conn.execute(
+            "SELECT indisvalid FROM pg_index WHERE indexrelid = 'accounts_email'::regclass"
+        ).fetchone()
+        assert valid == (False,)  # the failed build's remains
+        progress = conn.execute("SELECT revision, statement FROM queueguard_progress").fetchall()
+        assert progress == [("3", 1)]
+        ledger = conn.execute("SELECT revision FROM queueguard_sqldir_ledger").fetchall()
+        assert sorted(ledger) == [("1",), ("2",)]  # the version did not move
+        conn.execute("UPDATE accounts SET email = 'a1@x' WHERE id = 1")
+    # the rebuilt index is valid; the last statement fails next (empty flag), after the index
+    with pytest.raises(MigrationError, match="statement 3"):
+        upgrade(fset, dsn)
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        assert conn.execute(
+            "SELECT indisvalid FROM pg_index WHERE indexrelid = 'accounts_email'::regclass"
+        ).fetchone() == (True,)
+        assert conn.execute("SELECT statement FROM queueguard_progress").fetchall() == [(2,)]
+        conn.execute("INSERT INTO flag VALUES (true)")
+    report = upgrade(fset, dsn)
+    assert report.applied == ["3"] and report.resumed == ["3"] and report.after == "3"
+    with psycopg.connect(dsn) as conn:
+        assert conn.execute("SELECT count(*) FROM accounts WHERE verified").fetchone() == (50,)
+        assert conn.execute("SELECT to_regclass('queueguard_progress')").fetchone() == (None,)
+
+
+def test_sqldir_detects_a_file_changed_after_it_was_applied(
+    make_db: Callable[..., str], tmp_path: Path
+) -> None:
+    folder = _sqldir(tmp_path)
+    dsn = make_db()
+    upgrade(sets.load(folder), dsn, to="2")
+    (folder / "V1__accounts.sql").write_text(SQLDIR["V1__accounts.sql"] + "\n-- edited")
+    with pytest.raises(TamperedMigration, match=r"V1__accounts\.sql: changed"):
+        upgrade(sets.load(folder), dsn)
+
+
+def test_a_held_lock_makes_the_upgrade_give_up_with_nothing_changed(
+    make_db: Callable[..., str], tmp_path: Path
+) -> None:
+    fset = sets.load(_sqldir(tmp_path))
+    dsn = make_db()
+    upgrade(fset, dsn, to="2")
+    before = catalog.fingerprint(dsn)
+    with psycopg.connect(dsn) as holder:
+        holder.execute("SELECT count(*) FROM accounts")  # a long reader: ACCESS SHARE
+        started = time.monotonic()
+        with pytest.raises(LockTimeout, match="nothing was changed"):
+            upgrade(fset, dsn, limits=Limits(lock_timeout_ms=100, retries=2))
+        took = time.monotonic() - started
+        holder.rollback()
+    assert took < 10  # the ladder: 0.1 + 0.15 + 0.225 s of waits and two short sleeps
+    assert catalog.fingerprint(dsn) == before
+
+
+# alembic -----------------------------------------------------------------------------------
+def test_alembic_reaches_head_and_alembic_current_agrees(make_db: Callable[..., str]) -> None:
+    root = DATA / "alembic_plain"
+    fset = sets.load(root)
+    dsn = make_db()
+    report = upgrade(fset, dsn, to=fset.ids[0])
+    assert report.after == fset.ids[0]
+    report = upgrade(fset, dsn)
+    assert report.applied == list(fset.ids[1:]) and report.after == fset.ids[-1]
+    cfg = alembic_format.config(root, dsn)
+    command.current(cfg)
+    assert fset.ids[-1] in cfg.stdout.getvalue()  # type: ignore[attr-defined]
+    assert _tables(dsn) == {"item", "alembic_version"}  # nothing of ours
+
+
+def test_the_cli_upgrades_a_foreign_set_and_reruns_as_a_no_op(
+    make_db: Callable[..., str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    dsn = make_db()
+    folder = str(DATA / "temporal")
+    assert main(["upgrade", "--migrations", folder, "--dsn", dsn, "--to", "v1.9"]) == 0
+    assert "applied 0.1, 0.2, 1.0, 1.9" in capsys.readouterr().out
+    assert main(["upgrade", "--migrations", folder, "--dsn", dsn, "--json"]) == 0
+    assert '"after": "1.10"' in capsys.readouterr().out
+    assert main(["upgrade", "--migrations", folder, "--dsn", dsn]) == 0
+    assert "already at 1.10" in capsys.readouterr().out
+    assert temporal.current(psycopg.connect(dsn)) == "1.10"
+
+
+def test_two_runners_at_once_apply_each_version_once(make_db: Callable[..., str]) -> None:
+    fset = sets.load(DATA / "temporal")
+    dsn = make_db()
+    results: list[Any] = []
+
+    def run() -> None:
+        try:
+            results.append(upgrade(fset, dsn))
+        except Exception as exc:
+            results.append(exc)
+
+    threads = [threading.Thread(target=run) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert all(not isinstance(r, Exception) for r in results), results
+    assert sorted(fset.ids) == sorted(r for rep in results for r in rep.applied)
+    assert [h[2] for h in _history(dsn)] == ["0.0", *fset.ids]
