@@ -366,6 +366,18 @@ def cmd_snapshot(args: argparse.Namespace) -> int:
 def cmd_rehearse(args: argparse.Namespace) -> int:
     from queueguard.upgrade.rehearse import rehearse
 
+    if _is_foreign(args):
+        from queueguard.upgrade.foreign import rehearse as foreign
+
+        done = foreign.rehearse(
+            _foreign_set(args), _target(args, fallback=False), args.scratch_dsn, to=args.to
+        )
+        if args.json:
+            _emit_json(done.as_json())
+        else:
+            print(foreign.render_text(done))
+        return 0
+
     result = rehearse(_target(args, fallback=False), args.scratch_dsn, _migrations(args))
     if args.json:
         _emit_json(result.as_json())

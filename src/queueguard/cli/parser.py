@@ -196,7 +196,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--scratch-dsn", help="admin DSN of the server for the copy (default: the source server)"
     )
-    _add_migrations(p)
+    p.add_argument("--to", help="another format's set: a revision id or head (default)")
+    _add_migrations(p, formats=True)
     p.add_argument("--json", action="store_true")
     p.set_defaults(handler=commands.cmd_rehearse)
 

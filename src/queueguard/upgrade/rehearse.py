@@ -62,7 +62,7 @@ def _legacy_payloads(conn: psycopg.Connection[Any]) -> Counter[str]:
     return Counter(_payload_key(r[0]) for r in conn.execute("SELECT data FROM tasks"))
 
 
-def _copy(source_dsn: str, databases: ScratchDatabases) -> tuple[str, str]:
+def copy_database(source_dsn: str, databases: ScratchDatabases) -> tuple[str, str]:
     """A copy of the source: TEMPLATE clone if possible, else pg_dump | psql."""
     try:
         return databases.create(template=scratch.dbname_of(source_dsn)), "template"
@@ -112,7 +112,7 @@ def rehearse(
         raise RolloutInProgress(*in_progress, "rehearse")
     admin = scratch_admin or scratch.database_dsn(source_dsn, "postgres")
     with ScratchDatabases(admin) as databases:
-        copy_dsn, method = _copy(source_dsn, databases)
+        copy_dsn, method = copy_database(source_dsn, databases)
         with connection(copy_dsn) as conn:
             revision = schema.inspect(conn).revision
             payloads_before = _legacy_payloads(conn)

@@ -1,0 +1,151 @@
+"""`queueguard rehearse --migrations DIR` for a set of another format: the pending revisions
+applied to a full copy of the user's database by the same runner as `upgrade`, each
+statement's real duration and lock hold reported next to `plan`'s estimate for it (the plan
+is made on the source itself, read only, with its own scratch sample).
+
+The source is never written: the copy is a TEMPLATE clone or a pg_dump restore
+(`upgrade.rehearse.copy_database`), dropped at the end.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from queueguard.pg import scratch
+from queueguard.pg.connect import connection
+from queueguard.pg.scratch import ScratchDatabases
+from queueguard.sets import ForeignSet
+from queueguard.upgrade.foreign import runner
+from queueguard.upgrade.plan import bill
+from queueguard.upgrade.plan.planner import plan
+from queueguard.upgrade.rehearse import copy_database
+
+
+@dataclass
+class Rehearsed:
+    """One statement: what it really took on the copy, and what plan said."""
+
+    revision: str
+    index: int
+    sql: str
+    transactional: bool
+    took_ms: float
+    held_ms: float
+    locks: list[tuple[str, str]]
+    estimate_ms: float | None
+    estimate_held_ms: float | None
+
+
+@dataclass
+class ForeignRehearsal:
+    format: str
+    method: str
+    before: str | None
+    after: str | None
+    statements: list[Rehearsed] = field(default_factory=list)
+    elapsed_ms: int = 0
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "format": self.format,
+            "method": self.method,
+            "before": self.before,
+            "after": self.after,
+            "elapsed_ms": self.elapsed_ms,
+            "statements": [
+                {
+                    "revision": s.revision,
+                    "index": s.index,
+                    "sql": s.sql,
+                    "transactional": s.transactional,
+                    "took_ms": round(s.took_ms, 1),
+                    "held_ms": round(s.held_ms, 1),
+                    "locks": [{"relation": r, "mode": m} for r, m in s.locks],
+                    "estimate_ms": None if s.estimate_ms is None else round(s.estimate_ms, 1),
+                    "estimate_held_ms": None
+                    if s.estimate_held_ms is None
+                    else round(s.estimate_held_ms, 1),
+                }
+                for s in self.statements
+            ],
+        }
+
+
+def _estimates(lines: list[bill.Line]) -> dict[tuple[str, str], list[bill.Line]]:
+    """Plan's lines by (revision, statement text), in order (a text may repeat)."""
+    found: dict[tuple[str, str], list[bill.Line]] = {}
+    for line in lines:
+        found.setdefault((line.revision, line.seen.sql), []).append(line)
+    return found
+
+
+def rehearse(
+    fset: ForeignSet,
+    source_dsn: str,
+    scratch_admin: str | None = None,
+    *,
+    to: str | None = None,
+    limits: runner.Limits | None = None,
+) -> ForeignRehearsal:
+    started = time.monotonic()
+    admin = scratch_admin or scratch.database_dsn(source_dsn, "postgres")
+    bill_ = plan(fset, source_dsn, to=to, scratch_admin=admin)
+    estimates = _estimates([line for _, lines in bill_.revisions for line in lines])
+    steps: list[runner.Step] = []
+    with ScratchDatabases(admin, prefix="qgrehearse") as databases:
+        copy, method = copy_database(source_dsn, databases)
+        if fset.format == "temporal":
+            _rekey_temporal(copy, scratch.dbname_of(source_dsn))
+        report = runner.upgrade(fset, copy, to=to, limits=limits, on_step=steps.append)
+    result = ForeignRehearsal(fset.format, method, report.before, report.after)
+    for step in sorted(steps, key=lambda s: (fset.ids.index(s.revision), s.index)):
+        planned = estimates.get((step.revision, step.sql), [])
+        line = planned.pop(0) if planned else None
+        result.statements.append(
+            Rehearsed(
+                revision=step.revision,
+                index=step.index,
+                sql=step.sql,
+                transactional=step.transactional,
+                took_ms=step.seconds * 1000,
+                held_ms=step.held_s * 1000,
+                locks=line.seen.locks if line else [],
+                estimate_ms=line.estimate_ms if line else None,
+                estimate_held_ms=line.held_ms if line else None,
+            )
+        )
+    result.elapsed_ms = int((time.monotonic() - started) * 1000)
+    return result
+
+
+def _rekey_temporal(copy: str, source_db: str) -> None:
+    """Temporal keys its version row on the database's name (`db_name`): the copy, under
+    another name, takes over the source's row, as the tool would read it there."""
+    with connection(copy) as conn:
+        conn.execute(
+            "UPDATE schema_version SET db_name = current_database() WHERE db_name = %s "
+            "AND to_regclass('schema_version') IS NOT NULL",
+            (source_db,),
+        )
+        conn.commit()
+
+
+def render_text(result: ForeignRehearsal) -> str:
+    lines = [
+        f"rehearsed ({result.format}) on a {result.method} copy: {result.before or 'empty'} -> "
+        f"{result.after} in {result.elapsed_ms} ms",
+        f"  {'revision':>9} {'#':>3} {'took':>9} {'held':>9} {'plan said':>10}  statement / locks",
+    ]
+    for s in result.statements:
+        said = "-" if s.estimate_ms is None else f"{s.estimate_ms:.0f} ms"
+        text = " ".join(s.sql.split())
+        lines.append(
+            f"  {s.revision:>9} {s.index + 1:>3} {s.took_ms:>6.0f} ms {s.held_ms:>6.0f} ms "
+            f"{said:>10}  {text[:60]}"
+        )
+        if s.locks:
+            held = ", ".join(f"{r} {m}" for r, m in s.locks)
+            lines.append(f"  {'':>9} {'':>3} {'':>9} {'':>9} {'':>10}  {held}")
+    return "\n".join(lines)

@@ -1,0 +1,46 @@
+"""`rehearse --migrations DIR` for a set of another format: the pending revisions applied to
+a copy of the user's database, each statement's real duration and lock hold next to plan's
+estimate; the source is not written."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from queueguard import sets
+from queueguard.cli import main
+from queueguard.upgrade import catalog
+from queueguard.upgrade.foreign.runner import upgrade
+
+DATA = Path(__file__).parents[1] / "sets" / "data"
+
+
+def test_rehearse_reports_each_statement_next_to_the_plan_and_leaves_the_source(
+    make_db: Callable[..., str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    fset = sets.load(DATA / "temporal")
+    source = make_db()
+    upgrade(fset, source, to="0.1")
+    with psycopg.connect(source) as conn:
+        conn.execute("INSERT INTO kennels SELECT g, 'k' || g FROM generate_series(1, 20) g")
+        conn.execute(
+            "INSERT INTO dogs SELECT 1 + g % 20, g, 'd' || g FROM generate_series(1, 500) g"
+        )
+    before = catalog.fingerprint(source)
+    code = main(["rehearse", "--migrations", str(DATA / "temporal"), "--dsn", source, "--json"])
+    doc = json.loads(capsys.readouterr().out)
+    assert code == 0 and (doc["before"], doc["after"]) == ("0.1", "1.10")
+    assert len(doc["statements"]) == 6  # 0.2: three, 1.9: one, 1.10: two (1.0 has none)
+    alter = next(
+        s for s in doc["statements"] if s["sql"].startswith("ALTER TABLE dogs ADD COLUMN born")
+    )
+    assert alter["locks"] == [{"relation": "dogs", "mode": "AccessExclusiveLock"}]
+    assert alter["took_ms"] >= 0 and alter["held_ms"] >= alter["took_ms"]
+    assert all(s["estimate_ms"] is not None for s in doc["statements"]), doc
+    assert catalog.fingerprint(source) == before  # the source was only read
+    with psycopg.connect(source) as conn:
+        assert conn.execute("SELECT curr_version FROM schema_version").fetchone() == ("0.1",)
