@@ -461,8 +461,25 @@ def cmd_preflight(args: argparse.Namespace) -> int:
 # lint --------------------------------------------------------------------------------
 def cmd_lint(args: argparse.Namespace) -> int:
     from queueguard.lint import lint
+    from queueguard.lint.foreign import detect_set, lint_set
     from queueguard.resources import audit_dir
 
+    fset = None
+    if args.migrations and args.format != "queueguard":
+        fset = _foreign_set(args)
+        fset = None if fset.format == "queueguard" else fset
+    elif len(args.paths) == 1 and not args.format:
+        fset = detect_set(Path(args.paths[0]))
+    if fset is not None:
+        foreign = lint_set(fset, dsn=_target(args, fallback=False) if args.dsn else None)
+        if args.json:
+            _emit_json(foreign.as_json())
+        elif foreign.flagged:
+            print(foreign.render_text())
+        print(foreign.summary(), file=sys.stderr)
+        return foreign.exit_code
+    if args.dsn:
+        raise UsageError("lint --dsn observes a foreign set: name it with --migrations DIR")
     paths = args.paths or (
         [Path(args.migrations), Path(str(audit_dir()))] if args.migrations else None
     )

@@ -213,7 +213,12 @@ def build_parser() -> argparse.ArgumentParser:
         "(default: the packaged migrations/ and audit_queries/)",
     )
     p.add_argument("--json", action="store_true")
-    _add_migrations(p)
+    _add_migrations(p, formats=True)
+    p.add_argument(
+        "--dsn",
+        help="a foreign set only: observe its pending revisions on a copy of this database "
+        "(plan's trace) instead of trusting squawk's guess",
+    )
     p.set_defaults(handler=commands.cmd_lint)
 
     p = sub.add_parser("manifest", help="check (or --write) the migration set's manifest")

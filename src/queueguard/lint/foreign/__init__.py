@@ -1,0 +1,201 @@
+"""`queueguard lint` on a foreign migration set (Temporal, Alembic, a plain SQL directory):
+squawk's rules, one finding per statement.
+
+The set is read with `sets.load`; squawk runs on each revision's files as on any file (the
+same pinned binary and flags, `lint.squawk`); each finding is put on the statement holding
+it (`statements`); each statement keeps the finding that matters by `rank`'s tiers and
+counts the rest. With a target database, `plan`'s trace of the pending revisions replaces
+squawk's guess by what PostgreSQL did (`rank.observed`). See docs/lint.md, "A foreign
+migration set".
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from queueguard import sets
+from queueguard.errors import QueueguardError, UsageError
+from queueguard.lint import squawk
+from queueguard.lint.foreign import rank
+from queueguard.lint.foreign.report import Flagged, ForeignReport
+from queueguard.lint.foreign.statements import Located, containing, locate
+from queueguard.lint.model import Finding, SqlFile
+from queueguard.sets import ForeignRevision, ForeignSet
+from queueguard.upgrade.plan.bill import Line, document
+
+__all__ = ["ForeignReport", "detect_set", "lint_set"]
+
+
+def detect_set(path: Path) -> ForeignSet | None:
+    """The foreign set at `path` when `lint PATH` should read it as one: a Temporal or
+    Alembic set, or a directory whose every .sql file is a versioned migration. None for
+    anything else, queueguard's own set included (it keeps the gate of `lint.lint`)."""
+    if not path.is_dir() or path.name == "audit_queries":
+        return None
+    try:
+        found = sets.detect(path)
+    except UsageError:
+        return None
+    if found == "queueguard":
+        return None
+    try:
+        return sets.load(path, found)
+    except UsageError:
+        if found == "sqldir":  # .sql files, but not a versioned line: lint them one by one
+            return None
+        raise
+
+
+def _paths(revision: ForeignRevision, root: Path) -> list[Path]:
+    """The files a revision applies, as absolute paths (Temporal lists them relative to
+    their version folder)."""
+    manifest = revision.native.get("manifest")
+    folder = Path(manifest).parent if manifest else root
+    return [(p if p.is_absolute() else folder / p).resolve() for p in revision.files]
+
+
+def _read(path: Path) -> SqlFile:
+    try:
+        return SqlFile.read(path, "migration")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise QueueguardError(f"lint: cannot read {path}: {exc}") from None
+
+
+Key = tuple[str, int]  # (revision, statement index in it)
+
+
+class _Statements:
+    """Every SQL statement of the set, by file and by (revision, index)."""
+
+    def __init__(self, fset: ForeignSet) -> None:
+        self.files: dict[Path, SqlFile] = {}
+        self.located: dict[Path, list[Located]] = {}
+        #: a file's first listing: its revision and the index of its first statement there
+        self.first: dict[Path, Key] = {}
+        self.by_key: dict[Key, tuple[Path, Located]] = {}
+        self.python: list[str] = []
+        for revision in fset.revisions:
+            if revision.statements is None:
+                self.python.append(revision.id)
+                continue
+            base = 0
+            for path in _paths(revision, fset.root):
+                if path not in self.files:
+                    self.files[path] = _read(path)
+                    self.located[path] = locate(self.files[path].text)
+                    self.first[path] = (revision.id, base)
+                for stmt in self.located[path]:
+                    self.by_key[(revision.id, base + stmt.index)] = (path, stmt)
+                base += len(self.located[path])
+
+    def key_of(self, finding: Finding) -> Key | None:
+        """The statement holding a finding (in the first listing of a file listed twice)."""
+        stmt = containing(self.located.get(finding.path, []), finding.line, finding.column)
+        if stmt is None:
+            return None
+        revision, base = self.first[finding.path]
+        return revision, base + stmt.index
+
+
+def _observe(
+    fset: ForeignSet, dsn: str, scratch_admin: str | None
+) -> tuple[str | None, list[str], dict[Key, Line]]:
+    """`plan`'s bill of the pending revisions, by statement: each traced line is matched to
+    the statement it ran (transaction control is not traced, so lines are matched by text)."""
+    from queueguard.upgrade.plan.planner import plan
+
+    result = plan(fset, dsn, scratch_admin=scratch_admin)
+    lines: dict[Key, Line] = {}
+    for rid, bill_lines in result.revisions:
+        statements = fset.get(rid).statements
+        if statements is None:
+            continue
+        pending = list(bill_lines)
+        for index, sql in enumerate(statements):
+            if pending and pending[0].seen.sql == sql:
+                lines[(rid, index)] = pending.pop(0)
+    return result.current, [rid for rid, _ in result.revisions], lines
+
+
+def lint_set(
+    fset: ForeignSet,
+    *,
+    dsn: str | None = None,
+    scratch_admin: str | None = None,
+    squawk_binary: Path | None = None,
+) -> ForeignReport:
+    """Lint a foreign set: one finding per statement; with `dsn`, observed on a copy of it."""
+    found = _Statements(fset)
+    version = None
+    findings: list[Finding] = []
+    if found.files:
+        binary = squawk_binary or squawk.locate()
+        version = squawk.checked_version(binary)
+        findings = squawk.run(list(found.files.values()), binary)
+    grouped: dict[Key, list[Finding]] = defaultdict(list)
+    for finding in findings:
+        key = found.key_of(finding)
+        if key is None:  # a file without statements: unlikely, but never dropped
+            key = (found.first[finding.path][0], -1)
+        grouped[key].append(finding)
+    target_at: str | None = None
+    traced: list[str] | None = None
+    observed: dict[Key, Line] = {}
+    if dsn is not None:
+        target_at, traced, observed = _observe(fset, dsn, scratch_admin)
+    order = {rid: i for i, rid in enumerate(fset.ids)}
+    keys = sorted(set(grouped) | set(observed), key=lambda k: (order.get(k[0], len(order)), k[1]))
+    flagged = [
+        entry
+        for key in keys
+        if (entry := _flag(key, grouped.get(key, []), observed.get(key), found)) is not None
+    ]
+    return ForeignReport(
+        format=fset.format,
+        root=fset.root,
+        flagged=tuple(flagged),
+        files=len(found.files),
+        squawk_version=version,
+        python_revisions=tuple(found.python),
+        target_at=target_at,
+        traced=tuple(traced) if traced is not None else None,
+    )
+
+
+def _flag(
+    key: Key, findings: Sequence[Finding], line: Line | None, found: _Statements
+) -> Flagged | None:
+    """The entry of one statement: squawk's chosen finding, its cost guessed from the rule or,
+    with a trace, observed (None: no finding and nothing costly observed)."""
+    findings = sorted(findings, key=lambda f: (f.line, f.column, f.code))
+    if key in found.by_key:
+        path, stmt = found.by_key[key]
+        place: dict[str, Any] = {"path": path, "line": stmt.line, "column": stmt.column}
+        sql = stmt.sql
+    else:
+        place, sql = {"path": findings[0].path, "line": findings[0].line, "column": 1}, ""
+    chosen = rank.choose(findings) if findings else None
+    seen = rank.observed(line) if line is not None else None
+    common: dict[str, Any] = {
+        "revision": key[0],
+        "index": key[1],
+        **place,
+        "sql": sql,
+        "findings": tuple(findings),
+        "chosen": chosen,
+        "observation": document(line) if line is not None else None,
+    }
+    if chosen is None:
+        if seen is None or seen.tier is rank.Tier.NOTE:
+            return None  # nothing squawk saw, nothing costly observed
+        return Flagged(**common, tier=seen.tier, cost=seen.cost)
+    guess = rank.static_cost(chosen, sql)
+    if seen is None:
+        return Flagged(**common, tier=rank.tier_of(chosen), cost=guess)
+    static = rank.tier_of(chosen)
+    if seen.tier > static:  # a cost squawk's rules did not name: the trace's finding leads
+        common["chosen"] = None
+    return Flagged(**common, tier=seen.tier, cost=seen.cost, guess=(static, guess))
