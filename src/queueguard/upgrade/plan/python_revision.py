@@ -2,9 +2,9 @@
 known only by running it, so the project's own env.py runs it on the scratch copy while the
 session's state is read around every statement it sends (`observe`).
 
-The statements are caught at the driver (psycopg's `Cursor.execute`), not by SQLAlchemy's
-cursor events: a data migration may send SQL through the DBAPI cursor itself, as our own
-revisions run their step files, and SQLAlchemy never sees those. The version table's
+The statements are caught at the driver (psycopg's `Cursor.execute` and `executemany`), not
+by SQLAlchemy's cursor events: a data migration may send SQL through the DBAPI cursor itself,
+as our own revisions run their step files, and SQLAlchemy never sees those. The version table's
 bookkeeping and session settings (`SET …`) are left out of the bill.
 
 Inside one transaction a lock the revision already holds does not show again: a statement
@@ -104,29 +104,42 @@ class _Watcher:
         return result
 
 
+def _text(cursor: psycopg.Cursor[Any], query: Any) -> str:
+    if isinstance(query, str):
+        return query
+    return str(query.as_string(cursor)) if hasattr(query, "as_string") else str(query)
+
+
 @contextmanager
 def _watching(watcher: _Watcher) -> Iterator[None]:
-    """psycopg's Cursor.execute, wrapped for the revision's thread while it runs."""
+    """psycopg's Cursor.execute and Cursor.executemany (Alembic's `op.bulk_insert`, a
+    DBAPI `executemany` in a data migration), wrapped for the revision's thread while it
+    runs."""
     original = psycopg.Cursor.execute
+    original_many = psycopg.Cursor.executemany
 
     def execute(self: psycopg.Cursor[Any], query: Any, params: Any = None, **kw: Any) -> Any:
-        text = (
-            query
-            if isinstance(query, str)
-            else query.as_string(self)
-            if hasattr(query, "as_string")
-            else str(query)
-        )
+        text = _text(self, query)
         if not watcher.wanted(text):
             return original(self, query, params, **kw)
         return watcher.run(self.connection, text, lambda: original(self, query, params, **kw))
 
+    def executemany(self: psycopg.Cursor[Any], query: Any, params_seq: Any, **kw: Any) -> Any:
+        text = _text(self, query)
+        if not watcher.wanted(text):
+            return original_many(self, query, params_seq, **kw)
+        return watcher.run(
+            self.connection, text, lambda: original_many(self, query, params_seq, **kw)
+        )
+
     with _PATCH:
         psycopg.Cursor.execute = execute  # type: ignore[method-assign]
+        psycopg.Cursor.executemany = executemany  # type: ignore[method-assign]
         try:
             yield
         finally:
             psycopg.Cursor.execute = original  # type: ignore[method-assign]
+            psycopg.Cursor.executemany = original_many  # type: ignore[method-assign]
 
 
 def traced(fset: ForeignSet, dsn: str, revision: ForeignRevision) -> list[Observation]:
