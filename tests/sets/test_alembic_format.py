@@ -369,3 +369,16 @@ def test_an_env_py_whose_offline_table_differs_is_caught(tmp_path: Path, empty_d
     assert fmt.load(root).bookkeeping == frozenset({"alembic_version"})
     with pytest.raises(MigrationError, match="version table alembic_version says None"):
         fmt.run(root, empty_db, "a1")
+
+
+def test_prepend_sys_path_is_the_projects_folder_wherever_queueguard_runs(
+    tmp_path: Path,
+) -> None:
+    """`alembic` is run from the project's folder, so `prepend_sys_path = .` means that
+    folder; an env.py importing the project's models must find them from any cwd."""
+    project = tmp_path / "project"
+    shutil.copytree(DATA / "alembic_plain", project)
+    ini = project / "alembic.ini"
+    ini.write_text(ini.read_text().replace("[alembic]\n", "[alembic]\nprepend_sys_path = . lib\n"))
+    cfg = fmt.config(project, None)
+    assert cfg.get_prepend_sys_paths_list() == [str(project.resolve()), str(project / "lib")]

@@ -178,10 +178,23 @@ def config(root: Path, dsn: str | None, **attributes: Any) -> Config:
     # Alembic's own messages go to a buffer, not sys.stdout (as upgrade.alembic_config does).
     cfg = Config(file_=str(ini) if ini else None, stdout=io.StringIO())
     cfg.set_main_option("script_location", str(script_dir))
+    if ini is not None:
+        _anchor_sys_path(cfg, ini.parent)
     url = sqlalchemy_url(dsn) if dsn is not None else sa.URL.create("postgresql+psycopg")
     cfg.set_main_option("sqlalchemy.url", ini_value(url))
     cfg.attributes.update(attributes)
     return cfg
+
+
+def _anchor_sys_path(cfg: Config, here: Path) -> None:
+    """`prepend_sys_path = .` means the project's folder to the `alembic` command, which is
+    run from there; queueguard may run anywhere, so relative entries are taken from the
+    ini's folder (an env.py importing the project's models then finds them)."""
+    if not cfg.get_main_option("prepend_sys_path"):
+        return
+    entries = [str((here / entry).resolve()) for entry in cfg.get_prepend_sys_paths_list() or []]
+    cfg.set_main_option("path_separator", "os")
+    cfg.set_main_option("prepend_sys_path", os.pathsep.join(entries).replace("%", "%%"))
 
 
 @contextmanager
