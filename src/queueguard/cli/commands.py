@@ -295,6 +295,10 @@ def cmd_verify(args: argparse.Namespace) -> int:
     from queueguard.pg import scratch
     from queueguard.upgrade import verify
 
+    if _is_foreign(args):
+        return _verify_foreign(args)
+    if args.fresh or args.invariants:
+        raise UsageError("--fresh and --invariants apply to another format's migration set")
     admin = args.dsn or scratch.server_dsn()
 
     def progress(line: str) -> None:
@@ -311,6 +315,31 @@ def cmd_verify(args: argparse.Namespace) -> int:
         _emit_json(report.as_json())
     else:
         print(verify.render(report, color=wants_color(sys.stdout)))
+    return 0 if report.ok else 1
+
+
+def _verify_foreign(args: argparse.Namespace) -> int:
+    from queueguard.pg import scratch
+    from queueguard.upgrade.foreign import checks
+    from queueguard.upgrade.foreign.verify import verify
+
+    if args.fixture:
+        raise UsageError("--fixture names a golden fixture of queueguard's own set")
+    fset = _foreign_set(args)
+    report = verify(
+        fset,
+        args.dsn or scratch.server_dsn(),
+        fresh=Path(args.fresh) if args.fresh else None,
+        fixtures=Path(args.fixtures) if args.fixtures else None,
+        invariants=Path(args.invariants) if args.invariants else None,
+        progress=None if args.json else lambda line: print(f"verify: {line}", file=sys.stderr),
+    )
+    if args.json:
+        doc = report.document()
+        doc.pop("schemaVersion")
+        _emit_json(doc)
+    else:
+        print(checks.render_text(report))
     return 0 if report.ok else 1
 
 

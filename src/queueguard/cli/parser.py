@@ -171,9 +171,19 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.add_argument("--fixture", action="append", help="only this fixture (repeatable)")
     p.add_argument(
-        "--fixtures", metavar="DIR", help="the golden fixtures (default: the packaged ones)"
+        "--fixtures",
+        metavar="DIR",
+        help="the golden fixtures (default: the packaged ones); another format's set: "
+        "databases frozen at older revisions, <revision>--<name>.sql or .dump",
     )
-    _add_migrations(p)
+    _add_migrations(p, formats=True)
+    p.add_argument("--fresh", metavar="FILE", help="another format's set: its fresh-install SQL")
+    p.add_argument(
+        "--invariants",
+        metavar="FILE",
+        help="another format's set: `-- name: NAME` read-only queries, same rows before and "
+        "after each fixture's upgrade",
+    )
     p.add_argument("--json", action="store_true")
     p.set_defaults(handler=commands.cmd_verify)
 

@@ -95,6 +95,11 @@ class ScratchDatabases:
         self._names.append(dbname_of(dsn))
         return dsn
 
+    @property
+    def names(self) -> list[str]:
+        """The databases this object created and has not dropped, oldest first."""
+        return list(self._names)
+
     def drop(self, dsn: str) -> None:
         name = dbname_of(dsn)
         drop_database(self.admin_dsn, name)

@@ -14,6 +14,11 @@ that only what a user could observe counts:
 - sequences keyed by the column that owns them (else their name), with their parameters;
 - views by definition, and enum / domain types.
 
+Column order is read too (`Catalog.column_order`) but is not part of the schema's identity:
+it is left out of `==`, `diff`, `document` and `fingerprint`, and `notes` reports it.
+`differences` is `diff` with one line per object naming both sides (for reports comparing
+two named databases), and `without` leaves tables out (another tool's bookkeeping).
+
 Row contents are never read here, so the version tables (`queueguard_version`,
 `queueguard_migrations`) count by structure only. `contents()` is the separate, explicit
 reader of row contents, for tests that compare data.
@@ -24,7 +29,8 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from dataclasses import dataclass, fields
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 import psycopg
@@ -73,6 +79,8 @@ class Catalog:
     sequences: dict[str, str]
     views: dict[str, str]
     types: dict[str, str]
+    #: each table's (and view's) columns in their order; not compared (see the module doc)
+    column_order: dict[str, tuple[str, ...]] = field(default_factory=dict, compare=False)
 
     def checks(self, table: str) -> frozenset[str]:
         """The CHECK constraint definitions of one table."""
@@ -114,6 +122,7 @@ LEFT JOIN pg_collation co ON co.oid = a.attcollation
 LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum
 WHERE n.nspname = %(schema)s AND c.relkind IN ('r', 'p', 'f', 'm', 'v')
   AND a.attnum > 0 AND NOT a.attisdropped
+ORDER BY c.relname, a.attnum
 """
 
 # PostgreSQL 18 records NOT NULL as constraints (contype 'n'); older majors do not. Column
@@ -218,7 +227,9 @@ def _introspect(conn: Conn, schema: str) -> Catalog:
         for name, kind, persistence in _rows(conn, _TABLES, schema)
     }
     columns: dict[str, dict[str, Column]] = {}
+    order: dict[str, list[str]] = {}
     for table, name, type_, nullable, default, identity, generated in _rows(conn, _COLUMNS, schema):
+        order.setdefault(table, []).append(name)
         columns.setdefault(table, {})[name] = Column(
             type_, bool(nullable), _default(default), identity or "", generated or ""
         )
@@ -240,8 +251,90 @@ def _introspect(conn: Conn, schema: str) -> Catalog:
     views = {name: definition for name, definition in _rows(conn, _VIEWS, schema)}
     types = {name: definition for name, definition in _rows(conn, _TYPES, schema)}
     return Catalog(
-        tables, columns, constraints, indexes, triggers, functions, sequences, views, types
+        tables,
+        columns,
+        constraints,
+        indexes,
+        triggers,
+        functions,
+        sequences,
+        views,
+        types,
+        {table: tuple(names) for table, names in order.items()},
     )
+
+
+def _compared() -> list[str]:
+    """The sections that make up the schema's identity (column order is not one)."""
+    return [f.name for f in fields(Catalog) if f.compare]
+
+
+#: sections keyed by a table's name: their entries belong to that table
+_PER_TABLE = ("columns", "constraints", "indexes", "triggers", "column_order")
+
+
+def without(cat: Catalog, leave_out: Callable[[str], bool]) -> Catalog:
+    """The catalog without the tables `leave_out` names (their columns, constraints,
+    indexes, triggers and owned sequences go with them)."""
+    changes: dict[str, Any] = {
+        section: {k: v for k, v in getattr(cat, section).items() if not leave_out(k)}
+        for section in ("tables", *_PER_TABLE)
+    }
+    changes["sequences"] = {
+        k: v
+        for k, v in cat.sequences.items()
+        if not (k.startswith("owned by ") and leave_out(k.removeprefix("owned by ").split(".")[0]))
+    }
+    return replace(cat, **changes)
+
+
+_MISSING = object()
+
+
+def _walk(a: Catalog, b: Catalog) -> Iterator[tuple[str, str, Any, Any]]:
+    """Every difference from `a` to `b` as (section, key, a's value, b's value), a value
+    `_MISSING` where that side has none; a table's columns, constraints, indexes and
+    triggers one by one where both sides have the table (the one comparer `diff`,
+    `differences` and `notes` share)."""
+    for section in _compared():
+        left, right = getattr(a, section), getattr(b, section)
+        for key in sorted(set(left) | set(right)):
+            if key not in right:
+                yield section, key, left[key], _MISSING
+            elif key not in left:
+                yield section, key, _MISSING, right[key]
+            elif left[key] != right[key]:
+                yield from _walk_value(section, key, left[key], right[key])
+
+
+def _walk_value(
+    section: str, key: str, left: Any, right: Any
+) -> Iterator[tuple[str, str, Any, Any]]:
+    if isinstance(left, frozenset) and isinstance(right, frozenset):
+        for item in sorted(left - right):
+            yield section, key, item, _MISSING
+        for item in sorted(right - left):
+            yield section, key, _MISSING, item
+    elif isinstance(left, dict) and isinstance(right, dict):
+        for name in sorted(set(left) | set(right)):
+            if left.get(name) != right.get(name):
+                yield section, f"{key}.{name}", left.get(name, _MISSING), right.get(name, _MISSING)
+    else:
+        yield section, key, left, right
+
+
+def _line_diff(left: str, right: str) -> tuple[str, str] | None:
+    """For two multi-line texts (a function's definition): the first line that differs on
+    each side, as `line N: …` (None for one-line texts)."""
+    a, b = left.splitlines(), right.splitlines()
+    if len(a) < 2 and len(b) < 2:
+        return None
+    for n in range(max(len(a), len(b))):
+        x = a[n].strip() if n < len(a) else "(end)"
+        y = b[n].strip() if n < len(b) else "(end)"
+        if x != y:
+            return f"line {n + 1}: {x}", f"line {n + 1}: {y}"
+    return None
 
 
 def diff(a: Catalog, b: Catalog) -> list[str]:
@@ -250,35 +343,74 @@ def diff(a: Catalog, b: Catalog) -> list[str]:
     `- x` exists only in a, `+ x` only in b, `~ x: va != vb` differs.
     """
     out: list[str] = []
-    for f in fields(Catalog):
-        section = f.name
-        left, right = getattr(a, section), getattr(b, section)
-        for key in sorted(set(left) | set(right)):
-            if key not in right:
-                out.append(f"- {section} {key}: {_show(left[key])}")
-            elif key not in left:
-                out.append(f"+ {section} {key}: {_show(right[key])}")
-            elif left[key] != right[key]:
-                out += _diff_value(f"{section} {key}", left[key], right[key])
+    for section, key, left, right in _walk(a, b):
+        where = f"{section} {key}"
+        if right is _MISSING:
+            out.append(f"- {where}: {_show(left)}")
+        elif left is _MISSING:
+            out.append(f"+ {where}: {_show(right)}")
+        elif isinstance(left, str) and isinstance(right, str) and _line_diff(left, right):
+            x, y = _line_diff(left, right) or ("", "")
+            out.append(f"~ {where}: {x!r} != {y!r}")
+        elif isinstance(left, Column):
+            out.append(f"~ {where}: {left} != {right}")
+        else:
+            out.append(f"~ {where}: {left!r} != {right!r}")
     return out
 
 
-def _diff_value(where: str, left: Any, right: Any) -> list[str]:
-    if isinstance(left, frozenset) and isinstance(right, frozenset):
-        return [f"- {where}: {item}" for item in sorted(left - right)] + [
-            f"+ {where}: {item}" for item in sorted(right - left)
-        ]
-    if isinstance(left, dict) and isinstance(right, dict):
-        out: list[str] = []
-        for key in sorted(set(left) | set(right)):
-            if key not in right:
-                out.append(f"- {where}.{key}: {left[key]}")
-            elif key not in left:
-                out.append(f"+ {where}.{key}: {right[key]}")
-            elif left[key] != right[key]:
-                out.append(f"~ {where}.{key}: {left[key]} != {right[key]}")
-        return out
-    return [f"~ {where}: {left!r} != {right!r}"]
+#: how `differences` names an object of each section
+_OBJECT = {
+    "tables": "table",
+    "columns": "column",
+    "constraints": "constraint on",
+    "indexes": "index on",
+    "triggers": "trigger on",
+    "functions": "function",
+    "sequences": "sequence",
+    "views": "view",
+    "types": "type",
+}
+
+
+def differences(a: Catalog, b: Catalog, labels: tuple[str, str] = ("a", "b")) -> list[str]:
+    """The differences from `a` to `b`, one line per object naming it and both sides:
+    `column dogs.born: upgraded date; fresh (none)`. A table only one side has is one line
+    (its columns, constraints and indexes are not listed again)."""
+    out: list[str] = []
+    for section, key, left, right in _walk(a, b):
+        table = (
+            key.split(".")[0]
+            if section in ("columns", "constraints", "indexes", "triggers")
+            else None
+        )
+        if (
+            table is not None
+            and (table not in a.tables or table not in b.tables)
+            and (table in a.tables or table in b.tables)
+        ):
+            continue  # the table's own line says it
+        if isinstance(left, str) and isinstance(right, str) and _line_diff(left, right):
+            left, right = _line_diff(left, right) or (left, right)
+        sides = "; ".join(
+            f"{label} {'(none)' if value is _MISSING else _show(value)}"
+            for label, value in zip(labels, (left, right), strict=True)
+        )
+        out.append(f"{_OBJECT.get(section, section)} {key}: {sides}")
+    return out
+
+
+def notes(a: Catalog, b: Catalog, labels: tuple[str, str] = ("a", "b")) -> list[str]:
+    """What differs without being a difference: the column order of a table both sides
+    have with the same columns."""
+    out = []
+    for table in sorted(set(a.column_order) & set(b.column_order)):
+        x, y = a.column_order[table], b.column_order[table]
+        if x != y and sorted(x) == sorted(y):
+            out.append(
+                f"column order of {table}: {labels[0]} {', '.join(x)}; {labels[1]} {', '.join(y)}"
+            )
+    return out
 
 
 def _show(value: Any) -> str:
@@ -327,6 +459,7 @@ def document(cat: Catalog) -> dict[str, Any]:
             for key, value in sorted(getattr(cat, f.name).items())
         }
         for f in fields(Catalog)
+        if f.compare
     }
 
 

@@ -1,0 +1,343 @@
+"""`queueguard verify --migrations DIR` for a set of another format (Temporal, sqldir,
+Alembic): what the set does, revision by revision, and whether it does what it claims.
+
+On scratch databases of one server (all dropped afterwards):
+1. **chain**: an empty database is brought from nothing to head by `upgrade` (the foreign
+   runner, the format's own bookkeeping), one revision at a time; each revision's statements
+   are traced (`plan`'s tracer: locks as pg_locks names, rewrites, scans) on a second scratch
+   database kept at the same revision, and timed (and their locks' hold) by the runner;
+2. **rerun**: `upgrade` again at head applies nothing and changes no table's structure or
+   rows; **bookkeeping**: the format's version table reads head;
+3. **fresh** (`--fresh FILE`): the set's fresh-install script, run statement by statement on
+   another scratch database, gives the catalog the chain gave, object by object (the
+   format's bookkeeping tables and `queueguard_*` left out; column order only a note);
+4. **fixture** (`--fixtures DIR`): each database frozen at an older revision is loaded, found
+   at its revision, upgraded to head, and has the chain's catalog; **invariant**
+   (`--invariants FILE`): each read-only query returns the same rows (as a multiset) before
+   and after that upgrade.
+The pure half (report, rendering, file names, row comparison) is `foreign.checks`.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import psycopg
+
+from queueguard.errors import MigrationError, QueueguardError, UsageError
+from queueguard.pg.connect import connection
+from queueguard.pg.scratch import ScratchDatabases, database_dsn
+from queueguard.sets import ForeignRevision, ForeignSet
+from queueguard.sets.split import split
+from queueguard.upgrade import catalog
+from queueguard.upgrade.foreign import data
+from queueguard.upgrade.foreign.checks import (
+    Check,
+    FixtureFile,
+    ForeignVerifyReport,
+    RevisionTrace,
+    Statement,
+    fixture_files,
+    multiset_diff,
+    parse_invariants,
+    rows_problems,
+)
+from queueguard.upgrade.foreign.runner import Limits, Step, upgrade
+from queueguard.upgrade.plan import apply, python_revision
+from queueguard.upgrade.plan.observe import Observation
+
+Progress = Callable[[str], None]
+LABELS = ("upgraded", "fresh")
+
+
+def verify(
+    fset: ForeignSet,
+    admin_dsn: str,
+    *,
+    fresh: Path | None = None,
+    fixtures: Path | None = None,
+    invariants: Path | None = None,
+    limits: Limits | None = None,
+    progress: Progress | None = None,
+) -> ForeignVerifyReport:
+    """Verify `fset` on scratch databases of the server at `admin_dsn` (see the module doc).
+    Bad input (an unreadable file, a fixture named after no revision, invariants without
+    fixtures) raises UsageError before any database is made."""
+    started = time.monotonic()
+    tell = progress or (lambda _line: None)
+    fresh_text = _read(fresh, "--fresh") if fresh is not None else None
+    queries = (
+        parse_invariants(_read(invariants, "--invariants"), str(invariants)) if invariants else {}
+    )
+    if queries and fixtures is None:
+        raise UsageError("--invariants are run on --fixtures: give a folder of fixtures")
+    frozen = fixture_files(fixtures, fset) if fixtures is not None else []
+    head = fset.head.id if fset.head else None
+    report = ForeignVerifyReport(fset.format, str(fset.root), head)
+    leave_out = _leave_out(fset)
+    with ScratchDatabases(admin_dsn, prefix="qgverify") as scratch:
+        try:
+            chain, trace = scratch.create(), scratch.create()
+            if _chain(fset, chain, trace, report, limits, tell):
+                report.checks.append(_rerun(fset, chain, limits))
+                report.checks.append(_bookkeeping(fset, chain, head))
+                upgraded = catalog.without(catalog.introspect(chain), leave_out)
+                if fresh is not None and fresh_text is not None:
+                    tell(f"fresh install from {fresh.name}")
+                    made = scratch.create()
+                    report.checks.append(_fresh(fresh, fresh_text, made, upgraded, leave_out))
+                for fixture in frozen:
+                    tell(f"fixture {fixture.path.name}")
+                    report.checks += _fixture(fset, fixture, scratch, upgraded, queries, limits)
+        finally:
+            _drop_together(scratch)
+    report.elapsed_ms = int((time.monotonic() - started) * 1000)
+    return report
+
+
+def _drop_together(scratch: ScratchDatabases) -> None:
+    """Drop the scratch databases at once: each DROP DATABASE waits for a checkpoint, which
+    concurrent drops share (one by one they took seconds each on a busy server)."""
+    names = scratch.names
+    with ThreadPoolExecutor(max_workers=max(1, len(names))) as pool:
+        list(pool.map(scratch.drop, [database_dsn(scratch.admin_dsn, n) for n in names]))
+
+
+def _read(path: Path, option: str) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UsageError(f"{option} {path}: cannot be read ({exc})") from None
+
+
+def _leave_out(fset: ForeignSet) -> Callable[[str], bool]:
+    """The tables no comparison looks at: the format's bookkeeping and anything of ours."""
+    names = {name.rpartition(".")[2] for name in fset.bookkeeping}
+    return lambda table: table in names or table.startswith("queueguard_")
+
+
+# --- the chain -------------------------------------------------------------------------------
+
+
+def _chain(
+    fset: ForeignSet,
+    chain: str,
+    trace: str,
+    report: ForeignVerifyReport,
+    limits: Limits | None,
+    tell: Progress,
+) -> bool:
+    """Every revision in turn: applied on `chain` by the runner, traced on `trace`."""
+    for rev in fset.revisions:
+        steps: list[Step] = []
+        traced = RevisionTrace(rev.id, rev.title)
+        report.revisions.append(traced)
+        try:
+            upgrade(fset, chain, to=rev.id, limits=limits, on_step=steps.append)
+        except QueueguardError as exc:
+            traced.error = str(exc)
+            report.checks.append(
+                Check("chain", False, f"revision {rev.id} did not apply", problems=[str(exc)])
+            )
+            return False
+        try:
+            traced.statements = _statements(rev, _trace(fset, rev, trace), steps)
+        except MigrationError as exc:
+            traced.error = f"traced on a second database: {exc}"
+            report.checks.append(
+                Check(
+                    "chain",
+                    False,
+                    f"revision {rev.id} applied, but failed when traced on a second database",
+                    problems=[str(exc)],
+                )
+            )
+            return False
+        tell(f"revision {rev.id}: {len(traced.statements)} statement(s)")
+    count = len(fset.revisions)
+    report.checks.append(
+        Check("chain", True, f"{count} revision(s) applied one at a time, empty to {fset.span}")
+    )
+    return True
+
+
+def _trace(fset: ForeignSet, rev: ForeignRevision, dsn: str) -> list[Observation]:
+    """What `plan` sees the revision do, on `dsn` (at the previous revision)."""
+    if rev.statements is None:  # a Python revision: run by its own tool, watched
+        return python_revision.traced(fset, dsn, rev)
+    with connection(dsn) as conn:
+        try:
+            return apply.traced(conn, dsn, rev.statements)
+        except apply.StatementFailed as exc:
+            raise MigrationError(
+                f"revision {rev.id}: statement {exc.index + 1} failed: "
+                f"{apply.first_line(exc.error)}\n  {' '.join(exc.statement.split())[:200]}"
+            ) from None
+
+
+def _statements(
+    rev: ForeignRevision, seen: list[Observation], steps: list[Step]
+) -> list[Statement]:
+    """The tracer's observations with their place in the revision and the runner's timing
+    (SQL revisions: the statements that are not transaction control, in order)."""
+    if rev.statements is None:
+        places = list(range(len(seen)))
+    else:
+        places = [i for i, s in enumerate(rev.statements) if not apply.is_transaction_control(s)]
+    timed = {step.index: step for step in steps}
+    out = []
+    for place, observed in zip(places, seen, strict=False):
+        step = timed.get(place) if rev.statements is not None else None
+        out.append(
+            Statement(
+                index=place + 1,
+                sql=observed.sql,
+                transactional=observed.transactional,
+                locks=list(observed.locks),
+                created=list(observed.created),
+                rewrites=list(observed.rewrites),
+                scans=list(observed.scans),
+                seconds=step.seconds if step else observed.seconds,
+                held_s=step.held_s if step else None,
+            )
+        )
+    return out
+
+
+def _rerun(fset: ForeignSet, chain: str, limits: Limits | None) -> Check:
+    before_schema, before_rows = catalog.fingerprint(chain), catalog.contents(chain)
+    try:
+        again = upgrade(fset, chain, limits=limits)
+    except QueueguardError as exc:
+        return Check("rerun", False, "upgrade at head failed", problems=[str(exc)])
+    problems = [f"applied {r} again" for r in again.applied]
+    if catalog.fingerprint(chain) != before_schema:
+        problems.append("the catalog fingerprint changed")
+    after_rows = catalog.contents(chain)
+    problems += [
+        f"table {table}: its rows changed"
+        for table in sorted(set(before_rows) | set(after_rows))
+        if before_rows.get(table) != after_rows.get(table)
+    ]
+    if problems:
+        return Check("rerun", False, "upgrade at head was not a no-op", problems=problems)
+    return Check("rerun", True, "upgrade at head applied nothing and changed no table")
+
+
+def _bookkeeping(fset: ForeignSet, dsn: str, head: str | None) -> Check:
+    at = data.at_revision(fset, dsn)
+    where = ", ".join(sorted(fset.bookkeeping)) or "its bookkeeping"
+    if at != head:
+        return Check(
+            "bookkeeping", False, f"the format's bookkeeping ({where}) reads {at}, not head {head}"
+        )
+    return Check("bookkeeping", True, f"the format's bookkeeping ({where}) reads head {head}")
+
+
+# --- the fresh install -----------------------------------------------------------------------
+
+
+def _fresh(
+    path: Path,
+    text: str,
+    dsn: str,
+    upgraded: catalog.Catalog,
+    leave_out: Callable[[str], bool],
+) -> Check:
+    try:
+        statements = split(text, source=str(path))
+    except QueueguardError as exc:
+        return Check("fresh", False, f"{path.name} cannot be read", problems=[str(exc)])
+    with connection(dsn, autocommit=True) as conn:
+        for n, statement in enumerate(statements, start=1):
+            try:
+                conn.execute(statement)
+            except psycopg.Error as exc:
+                return Check(
+                    "fresh",
+                    False,
+                    f"{path.name} failed at statement {n}",
+                    problems=[f"{apply.first_line(exc)}: {' '.join(statement.split())[:200]}"],
+                )
+    installed = catalog.without(catalog.introspect(dsn), leave_out)
+    problems = catalog.differences(upgraded, installed, LABELS)
+    notes = catalog.notes(upgraded, installed, LABELS)
+    if problems:
+        detail = f"{len(problems)} difference(s) between the upgraded and the fresh catalog"
+        return Check("fresh", False, detail, problems=problems, notes=notes)
+    detail = f"{path.name} ({len(statements)} statements) gives the upgraded catalog"
+    return Check("fresh", True, detail, notes=notes)
+
+
+# --- fixtures and invariants -----------------------------------------------------------------
+
+
+def _fixture(
+    fset: ForeignSet,
+    fixture: FixtureFile,
+    scratch: ScratchDatabases,
+    upgraded: catalog.Catalog,
+    queries: dict[str, str],
+    limits: Limits | None,
+) -> list[Check]:
+    name = fixture.path.name
+    dsn = scratch.create()
+    notes: list[str] = []
+
+    def failed(detail: str, *problems: str) -> list[Check]:
+        return [Check("fixture", False, detail, name, list(problems), notes)]
+
+    try:
+        data.load_fixture(fixture, dsn)
+    except data.LoadFailed as exc:
+        return failed("could not be loaded", str(exc))
+    adopted = data.adopt(fset, dsn)
+    if adopted:
+        notes.append(adopted)
+    at = data.at_revision(fset, dsn)
+    if at != fixture.revision:
+        where = ", ".join(sorted(fset.bookkeeping)) or "its bookkeeping"
+        return failed(
+            f"is at {at or 'no revision'} by {where}, but its name says {fixture.revision}"
+        )
+    before = data.invariant_rows(dsn, queries)
+    try:
+        report = upgrade(fset, dsn, limits=limits)
+    except QueueguardError as exc:
+        return failed(f"upgrade from {fixture.revision} failed", str(exc))
+    after = data.invariant_rows(dsn, queries)
+    mine = catalog.without(catalog.introspect(dsn), _leave_out(fset))
+    problems = catalog.differences(upgraded, mine, ("chain", "fixture"))
+    applied = ", ".join(report.applied) or "nothing"
+    checks = [
+        Check(
+            "fixture",
+            not problems,
+            f"loaded at {fixture.revision}, upgraded to {report.after} (applied {applied})"
+            + ("; its catalog differs from the chain's" if problems else ""),
+            name,
+            problems,
+            notes,
+        )
+    ]
+    for query_name in queries:
+        checks.append(_invariant(query_name, name, before[query_name], after[query_name]))
+    return checks
+
+
+def _invariant(name: str, fixture: str, before: Any, after: Any) -> Check:
+    subject = f"{name} on {fixture}"
+    for when, rows in (("before", before), ("after", after)):
+        if isinstance(rows, str):
+            return Check(
+                "invariant", False, f"the query failed {when} the upgrade", subject, [rows]
+            )
+    only_before, only_after = multiset_diff(before, after)
+    if only_before or only_after:
+        detail = f"{len(only_before)} row(s) only before, {len(only_after)} only after the upgrade"
+        return Check("invariant", False, detail, subject, rows_problems(only_before, only_after))
+    return Check("invariant", True, f"{len(before)} row(s), the same after the upgrade", subject)
