@@ -7,7 +7,8 @@ concern:
 
 - `bench.migration`, `bench.preflight`, `bench.runtime`, `bench.online`: the benchmarks
   whose figures go into docs/benchmarks.md (each runs as `python -m bench.<folder>`; the
-  migration folder also holds `bench.migration.wal_estimate`);
+  migration folder also holds `bench.migration.wal_estimate`), and `bench.plan`
+  (`python -m bench.plan.estimate`: `plan`'s estimates against real durations);
 - `bench.chaos`: chaos scenarios 1 to 11 of docs/reliability.md
   (`python -m bench.chaos.<scenario>`) and the parts only they use (the fault-injecting TCP
   proxy, the privilege checks, the hostile-input strategies);

@@ -2,9 +2,22 @@
 on the target — how long it runs, how long its locks stay held, and whether that is too long.
 
 Scaling. A statement that only changes the catalog costs what it cost on the sample. One that
-rewrote or scanned a table does work proportional to that table: its time on the sample is
-scaled by the ratio of the table's size on the target to its size in the sample (heap plus
-indexes: a rewrite rebuilds every index), and an index build, which sorts, by n·log n.
+rewrote, scanned or indexed a table does work proportional to that table, of a kind the
+observation tells apart:
+
+- a rewrite (the table got a new file) reads the old heap, writes a new one — TOAST included —
+  and rebuilds every index: its sample time is scaled by the ratio of heap + TOAST + index
+  bytes, and by n·log n when the table has indexes (each rebuild sorts);
+- an index build (`CREATE INDEX`, a constraint's index, `REINDEX`) reads the heap and sorts:
+  scaled by the heap's ratio and n·log n;
+- a scan (a CHECK or NOT NULL validation, a foreign key's check) reads the heap: scaled by the
+  heap's ratio alone — not the indexes', which a validation never reads and which are, on the
+  sample, freshly built and smaller per row than the target's.
+
+On top comes reading the target's pages: the sample was just loaded, so its pages sat in
+shared buffers while it was timed; a large table's pages on the target do not (a sequential
+scan of a table over a quarter of `shared_buffers` cycles through a small ring of buffers)
+and come from the OS page cache at best (`READ_MS_PER_PAGE`).
 """
 
 from __future__ import annotations
@@ -24,20 +37,33 @@ BLOCKS_WRITES = frozenset(
     {"ShareLock", "ShareRowExclusiveLock", "ExclusiveLock", "AccessExclusiveLock"}
 )
 PAGE = 8192
+#: the cost of one 8 kB page read from the OS page cache instead of shared buffers: 4 µs
+#: (about 2 GB/s), from `bench/plan` — a scan of 1 M rows (16,666 pages) not in shared
+#: buffers took 110–300 ms where the same rows' tenth, in them, took 6–12 ms (PostgreSQL 18,
+#: `io_method=worker`). A target read from disk costs more: the estimate is then low.
+READ_MS_PER_PAGE = 0.004
 
 
 @dataclass(frozen=True)
 class Size:
-    """One table's size: rows (None: never analysed), heap and index bytes, index count."""
+    """One table's size: rows (None: never analysed), heap and index bytes, index count, and
+    TOAST bytes (its heap and index)."""
 
     rows: int | None
     heap_bytes: int
     index_bytes: int
     indexes: int
+    toast_bytes: int = 0
 
     @property
     def bytes(self) -> int:
-        return max(PAGE, self.heap_bytes + self.index_bytes)
+        """Everything a rewrite writes again: heap, TOAST and indexes (at least one page)."""
+        return max(PAGE, self.heap_bytes + self.toast_bytes + self.index_bytes)
+
+    @property
+    def heap(self) -> int:
+        """What a scan or an index build reads: the heap (at least one page)."""
+        return max(PAGE, self.heap_bytes)
 
 
 @dataclass(frozen=True)
@@ -72,35 +98,78 @@ def _table_of(name: str, indexes: Mapping[str, str]) -> str:
     return indexes.get(name, name)
 
 
+def _work(table: str, seen: Observation, indexes: Mapping[str, str]) -> str | None:
+    """What the statement did to `table`: rewrote it, built an index on it (a new one, or an
+    existing one rebuilt while the table kept its file), scanned it — or nothing."""
+    if table in seen.rewrites and table not in indexes:
+        return "rewrites"
+    if any(indexes.get(n) == table for n in [*seen.created, *seen.rewrites]):
+        return "indexes"
+    if table in seen.scans:
+        return "scans"
+    return None
+
+
+def _factor(work: str, sample: Size, target: Size) -> tuple[float, bool]:
+    """(scale of the sample's time, whether n·log n applies) for one kind of work."""
+    if work == "rewrites":
+        ratio, sorts = target.bytes / sample.bytes, target.indexes > 0
+    else:
+        ratio, sorts = target.heap / sample.heap, work == "indexes"
+    ratio = max(1.0, ratio)
+    rows_s, rows_t = sample.rows or 0, target.rows or 0
+    if sorts and rows_s > 1 and rows_t > rows_s:
+        ratio *= math.log2(rows_t) / math.log2(rows_s)  # a sort: n log n
+    return ratio, sorts
+
+
 def estimate(
     seen: Observation,
     sample: Mapping[str, Size],
     target: Mapping[str, Size],
     indexes: Mapping[str, str],
 ) -> tuple[float, str]:
-    """(estimate_ms, basis) of one statement on the target."""
+    """(estimate_ms, basis) of one statement on the target.
+
+    `indexes` maps each index, existing before the statement or created by it, to its table.
+    The sample's time is split over the tables the statement worked on, by the bytes read
+    there, and each part scaled by its table's `_factor`; plus reading the target's pages that
+    work reads (heap, and TOAST for a rewrite) from outside shared buffers. The basis names
+    the table whose work scales most."""
     sample_ms = seen.seconds * 1000
-    touched = sorted({_table_of(n, indexes) for n in [*seen.rewrites, *seen.scans]})
-    touched = [t for t in touched if t in target and t in sample]
-    if not touched:
+    named = {_table_of(n, indexes) for n in [*seen.rewrites, *seen.scans, *seen.created]}
+    works = {t: w for t in named if t in target and t in sample and (w := _work(t, seen, indexes))}
+    if not works:
         return sample_ms, "catalog only: as long as on the sample"
-    ratios = {t: target[t].bytes / sample[t].bytes for t in touched}
-    table = max(ratios, key=lambda t: ratios[t])
-    ratio = max(1.0, ratios[table])
-    factor = ratio
-    how = "rewrites" if table in {_table_of(n, indexes) for n in seen.rewrites} else "scans"
-    builds_index = any(_table_of(c, indexes) == table for c in seen.created) or (
-        how == "rewrites" and target[table].indexes > 0
-    )
-    rows_s, rows_t = sample[table].rows or 0, target[table].rows or 0
-    if builds_index and rows_s > 1 and rows_t > rows_s:
-        factor *= math.log2(rows_t) / math.log2(rows_s)  # a sort: n log n
+    factors = {t: _factor(w, sample[t], target[t]) for t, w in works.items()}
+    # the sample's time splits over the tables by the bytes their work read there (a foreign
+    # key's check reads the child and its parent: each part scales with its own table)
+    weights = {t: _read(w, sample[t]) for t, w in works.items()}
+    scaled = sum(sample_ms * weights[t] / sum(weights.values()) * factors[t][0] for t in works)
+    read_ms = sum(_read(w, target[t]) for t, w in works.items()) / PAGE * READ_MS_PER_PAGE
+    table = max(sorted(factors), key=lambda t: factors[t][0])
+    how, (factor, sorts) = works[table], factors[table]
+    size_s, size_t = sample[table], target[table]
+    shown_s, shown = _scaled(how, size_s), _scaled(how, size_t)
+    what = "heap, TOAST and indexes" if how == "rewrites" else "heap"
+    others = f", {len(works) - 1} more table(s) by their own sizes" if len(works) > 1 else ""
     basis = (
-        f"{how} {table}: {sample_ms:.1f} ms on the sample ({rows_s} rows, "
-        f"{sample[table].bytes // 1024} kB) × {factor:.1f} (target {rows_t} rows, "
-        f"{target[table].bytes // 1024} kB{', n·log n for the sort' if builds_index else ''})"
+        f"{how} {table}: {sample_ms:.1f} ms on the sample ({size_s.rows or 0} rows, "
+        f"{what} {shown_s // 1024} kB) × {factor:.1f} (target {size_t.rows or 0} rows, "
+        f"{shown // 1024} kB{', n·log n for the sort' if sorts else ''}{others}) "
+        f"+ {read_ms:.0f} ms reading its pages from outside shared buffers"
     )
-    return sample_ms * factor, basis
+    return scaled + read_ms, basis
+
+
+def _scaled(work: str, size: Size) -> int:
+    """The bytes a kind of work scales with."""
+    return size.bytes if work == "rewrites" else size.heap
+
+
+def _read(work: str, size: Size) -> int:
+    """The bytes a kind of work reads: the heap, and a rewrite its TOAST too."""
+    return max(PAGE, size.heap_bytes + (size.toast_bytes if work == "rewrites" else 0))
 
 
 def blocking(seen: Observation) -> list[tuple[str, str]]:

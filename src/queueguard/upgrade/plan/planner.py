@@ -130,6 +130,8 @@ def plan(
                 sample_sizes = sample.sizes(conn)
                 indexes = _indexes(conn)
             seen = _apply(fset, revision, copy)
+            with connection(copy) as conn:  # and the indexes the revision built: their table
+                indexes = {**_indexes(conn), **indexes}
             lines = [bill.Line(revision.id, i, s) for i, s in enumerate(seen)]
             for line in lines:
                 line.estimate_ms, line.basis = bill.estimate(

@@ -43,7 +43,7 @@ def read_only(dsn: str) -> Iterator[psycopg.Connection[Any]]:
 def sizes(conn: psycopg.Connection[Any]) -> dict[str, Size]:
     rows = conn.execute(Q["table_sizes"]).fetchall()
     conn.rollback()
-    return {r[0]: Size(r[1], r[2], r[3], r[4]) for r in rows}
+    return {r[0]: Size(r[1], r[2], r[3], r[4], r[5]) for r in rows}
 
 
 def _dump(target: str, section: str) -> str:

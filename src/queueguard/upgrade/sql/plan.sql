@@ -32,8 +32,18 @@ WHERE c.relkind IN ('r', 'p', 'm', 'i', 't', 'S')
   AND n.nspname NOT LIKE 'pg_temp%' AND n.nspname NOT LIKE 'pg_toast_temp%';
 
 -- name: xact_scans
--- Sequential scans this transaction made so far, per table (not yet in pg_stat_user_tables).
-SELECT relid, seq_scan, seq_tup_read FROM pg_stat_xact_user_tables WHERE seq_scan > 0;
+-- Whole-table reads this transaction made so far, per table (not yet in
+-- pg_stat_user_tables): its sequential scans, plus one for every half of the table's rows its
+-- indexes returned — a foreign key validated by a merge join over an index-only scan reads
+-- no heap but walks the whole index; a lookup of a few rows does not count.
+SELECT relid, scans FROM (
+  SELECT t.relid,
+         t.seq_scan + floor(2 * COALESCE((SELECT sum(pg_stat_get_xact_tuples_returned(i.indexrelid))
+                                          FROM pg_index i WHERE i.indrelid = t.relid), 0)
+                          / greatest(c.reltuples, 1))::bigint AS scans
+  FROM pg_stat_xact_user_tables t JOIN pg_class c ON c.oid = t.relid
+) s
+WHERE scans > 0;
 
 -- name: flush_stats
 -- Make this backend report its statistics when it next goes idle (PostgreSQL 15+): a
@@ -46,12 +56,14 @@ SELECT t.relid, t.seq_scan + COALESCE(io.heap_blks_read + io.heap_blks_hit, 0)
 FROM pg_stat_user_tables t JOIN pg_statio_user_tables io USING (relid);
 
 -- name: table_sizes
--- Rows and bytes of tables (and their indexes), by name: the sample's and the target's.
+-- Rows and bytes of tables (heap, indexes, TOAST with its index), by name: the sample's and
+-- the target's.
 SELECT c.oid::regclass::text,
        CASE WHEN c.reltuples >= 0 THEN c.reltuples::bigint END,
        pg_relation_size(c.oid),
        COALESCE(pg_indexes_size(c.oid), 0),
-       (SELECT count(*) FROM pg_index i WHERE i.indrelid = c.oid)
+       (SELECT count(*) FROM pg_index i WHERE i.indrelid = c.oid),
+       CASE WHEN c.reltoastrelid <> 0 THEN pg_total_relation_size(c.reltoastrelid) ELSE 0 END
 FROM pg_class c
 JOIN pg_namespace n ON n.oid = c.relnamespace
 WHERE c.relkind IN ('r', 'p', 'm')
