@@ -169,11 +169,12 @@ class OutsideWatch:
         waiting_since: float | None = None
         try:
             while not self._done.is_set() and time.monotonic() - started < WATCH_LIMIT_S:
-                rows = self._watcher.execute(Q["pid_locks"], {"pid": self.pid}).fetchall()
-                self.seen |= {(r[0], r[1]) for r in rows}
+                self._sample()
                 if not released and self._waiting():
                     waiting_since = waiting_since or time.monotonic()
-                    # what it holds and awaits now is what it needs: let it have it
+                    # what it holds and awaits now is what it needs: read it once more (the
+                    # sample above may predate the wait), then let it have it
+                    self._sample()
                     self._release()
                     released = True
                     self.waited_s = time.monotonic() - waiting_since
@@ -181,6 +182,10 @@ class OutsideWatch:
         finally:
             if not released:
                 self._release()
+
+    def _sample(self) -> None:
+        rows = self._watcher.execute(Q["pid_locks"], {"pid": self.pid}).fetchall()
+        self.seen |= {(r[0], r[1]) for r in rows}
 
     def _waiting(self) -> bool:
         row = self._watcher.execute(Q["pid_waiting"], {"pid": self.pid}).fetchone()
