@@ -13,7 +13,7 @@ import pytest
 
 from queueguard import revisions
 from queueguard.cli import main
-from queueguard.mutate import equivalents
+from queueguard.mutate import equivalents, gates
 from queueguard.mutate.equivalents import Equivalent
 from queueguard.mutate.errors import EquivalentsError
 from queueguard.mutate.gates import GateResult, command_gate, fast_verify
@@ -168,6 +168,23 @@ def test_score_and_exit_codes() -> None:
     wrong = Equivalent(KILLED.id, KILLED.operator, KILLED.file, "wrong")
     bad = build("004", chosen, run, equivalents.match([wrong], chosen, "004"), ("lint",), "e")
     assert [r.mutant.id for r in bad.contradicted] == [KILLED.id]
+    # …and carries its evidence in the JSON (the gates' output), the others only their reason
+    shown = {m["id"]: m for m in bad.as_json()["mutants"]}
+    assert [g["gate"] for g in shown[KILLED.id]["gates"]] == ["lint", "verify"]
+    assert "gates" not in shown[SURVIVOR.id]
+
+
+def test_the_verify_verdict_names_each_failed_check_with_its_evidence() -> None:
+    """A killed mutant's report keeps only the gate's summary: it must say what failed."""
+    checks = [
+        verify.Check("golden", True),
+        verify.Check("contention", False, "revision 004 …: did not give up\nsecond line"),
+        verify.Check("online", False, ""),
+    ]
+    report = verify.VerifyReport([verify.FixtureResult("v0.3", "003", checks)], 1)
+    assert gates._verdict(report) == (
+        "failed: v0.3 contention (revision 004 …: did not give up); v0.3 online"
+    )
 
 
 def test_usage_errors_exit_2(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
@@ -249,7 +266,11 @@ def test_a_tiny_mutant_set_end_to_end(
     code = main(argv)
     captured = capsys.readouterr()
     doc = json.loads(captured.out)
-    assert code == 1, captured.err
+    # every mutant's status, killedBy and reason (a killing gate's verdict, each failed check
+    # with its first line of evidence; a contradicted equivalent also carries the gates'
+    # output): a failure here names the check that decided
+    why = json.dumps(doc["mutants"], indent=1)
+    assert code == 1, captured.err + why
     assert doc["schemaVersion"] == 1 and doc["revision"] == "004" and doc["ok"] is False
     assert doc["counts"] == {
         "mutants": 4,
@@ -258,7 +279,7 @@ def test_a_tiny_mutant_set_end_to_end(
         "survived": 1,
         "equivalent": 1,
         "nonEquivalent": 3,
-    }
+    }, why
     assert doc["score"] == pytest.approx(2 / 3, abs=1e-4)
     assert doc["gates"] == ["lint", "verify", "command"] and doc["jobs"] == 2
     assert doc["mutantsPerSecond"] > 0
@@ -268,7 +289,7 @@ def test_a_tiny_mutant_set_end_to_end(
         EQUIVALENT.id: ("equivalent", None),
         SURVIVOR.id: ("survived", None),
         SLOW.id: ("timeout", None),
-    }
+    }, why
     (survivor,) = doc["survivors"]
     assert survivor["id"] == SURVIVOR.id
     assert "-ALTER TABLE directive ADD PRIMARY KEY (run_id)" in survivor["diff"]

@@ -97,7 +97,14 @@ def _closest_first(fixtures: list[Fixture]) -> list[Fixture]:
 
 
 def _verdict(report: verify.VerifyReport) -> str:
-    failed = [f"{r.fixture} {c.name}" for r in report.results for c in r.checks if not c.ok]
+    # Each failing check with the first line of its evidence: the summary is all a killed
+    # mutant's report keeps (`reason`), and "killed by verify" alone cannot be judged.
+    failed = [
+        f"{r.fixture} {c.name}" + (f" ({_first_line(c.detail)})" if c.detail.strip() else "")
+        for r in report.results
+        for c in r.checks
+        if not c.ok
+    ]
     if report.compatibility is not None:
         failed += [f"compatibility: {v}" for v in report.compatibility.violations()]
     if not failed:
@@ -105,6 +112,11 @@ def _verdict(report: verify.VerifyReport) -> str:
         matrix = "; compatibility matrix safe" if report.compatibility is not None else ""
         return f"passed ({names}{matrix})"
     return "failed: " + "; ".join(failed)
+
+
+def _first_line(text: str, limit: int = 200) -> str:
+    line = (text.strip().splitlines() or [""])[0]
+    return line if len(line) <= limit else line[: limit - 1] + "…"
 
 
 def fast_verify(

@@ -121,6 +121,7 @@ class Report:
         return table
 
     def as_json(self) -> dict[str, Any]:
+        contradicted = {r.mutant.id for r in self.contradicted}
         return {
             "schemaVersion": 1,
             "revision": self.revision,
@@ -149,7 +150,9 @@ class Report:
                 o.key: o.as_json() | {"ok": not o.timed_out and o.killed_by is None}
                 for o in self.run.baselines
             },
-            "mutants": [r.as_json() for r in self.results],
+            # a listed equivalent that a gate killed carries its evidence (the gates' output):
+            # either its reason is wrong or the gate's verdict is, and only that tells which
+            "mutants": [r.as_json(detail=r.mutant.id in contradicted) for r in self.results],
         }
 
     def render(self) -> str:

@@ -39,6 +39,7 @@ from queueguard.pg.scratch import database_dsn
 from queueguard.revisions import MigrationSet
 from queueguard.stores.postgres import PostgresStore
 from queueguard.upgrade import catalog, status
+from queueguard.upgrade.contention import LockWatch
 from queueguard.upgrade.legacy.workers import LegacyQueue, V03Worker
 from queueguard.upgrade.online import batches, phases
 from queueguard.upgrade.online.between import Between
@@ -59,13 +60,23 @@ def _quiet(_message: object) -> None:
     pass
 
 
-def wait_gone(dsn: str, application_name: str, timeout_s: float = 10.0) -> None:
-    """A closed connection's backend leaves pg_stat_activity a moment later: wait for it."""
+#: how long to wait for something that happens in a moment on an idle machine (a closed
+#: backend leaving pg_stat_activity, a build showing in the progress view): generous, since
+#: on a loaded one a moment can last seconds, and a bound that ran out would fail a correct
+#: migration set; waiting costs nothing when it comes at once
+MOMENT_S = 60.0
+
+
+def wait_gone(dsn: str, application_name: str, timeout_s: float = MOMENT_S) -> None:
+    """A closed connection's backend leaves pg_stat_activity a moment later: wait for it (in
+    this database: other runs on the server name their hosts alike)."""
     deadline = time.monotonic() + timeout_s
     with connection(dsn, autocommit=True) as conn:
         while time.monotonic() < deadline:
             found = conn.execute(
-                "SELECT 1 FROM pg_stat_activity WHERE application_name = %s", (application_name,)
+                "SELECT 1 FROM pg_stat_activity "
+                "WHERE application_name = %s AND datname = current_database()",
+                (application_name,),
             ).fetchone()
             if found is None:
                 return
@@ -226,7 +237,7 @@ def _build_quietly(builder: Any, statement: str) -> None:
         builder.execute(statement)
 
 
-def _building(dsn: str, pid: int, timeout_s: float = 10.0) -> bool:
+def _building(dsn: str, pid: int, timeout_s: float = MOMENT_S) -> bool:
     deadline = time.monotonic() + timeout_s
     with connection(dsn, autocommit=True) as conn:
         while time.monotonic() < deadline:
@@ -366,10 +377,17 @@ def _window(dsn: str, host: PostgresStore) -> list[str]:
 def _lease(dsn: str, sql: dict[str, dict[str, str]], target: str, first: Session) -> list[str]:
     """One migrator at a time; a lease that expired is taken over; a release frees it."""
     found = []
-    first.transaction(lambda _c: None, phases=("migrate",), what="probe: lease")
+    # The lease's length from the transaction that took it (its now()), not from a later
+    # read: the gap between the two would eat into the window on a loaded machine.
+    taken = first.transaction(
+        lambda c: c.execute("SELECT now()").fetchone()[0],  # type: ignore[index]
+        phases=("migrate",),
+        what="probe: lease",
+    )
     with connection(dsn) as conn:
         holder, left = conn.execute(
-            "SELECT holder, extract(epoch FROM lease_until - now()) FROM queueguard_rollout"
+            "SELECT holder, extract(epoch FROM lease_until - %s) FROM queueguard_rollout",
+            (taken,),
         ).fetchone() or (None, None)
     if holder != first.holder or not KNOBS.lease_s - 5 < float(left or 0) <= KNOBS.lease_s:
         found.append(f"the lease is {holder!r} for {left}s, not {first.holder!r} for ~30s")
@@ -459,22 +477,29 @@ def _abort_refusals(dsn: str, session: Session, report: OnlineReport) -> list[st
     found = []
     loading = connect(dsn)
     # A migrator without its lock_timeout would wait for the load forever: the load ends
-    # at the bound of its ladder (one attempt, KNOBS.retries = 0) plus slack, so abort then
-    # goes through and is reported instead of hanging verify.
+    # once abort has waited for it longer than its ladder (one attempt, KNOBS.retries = 0)
+    # plus slack, so abort then goes through and is reported instead of hanging verify. The
+    # bound runs from abort's first lock wait (`LockWatch`), not from the call: the reads
+    # before it are no part of the ladder, and on a loaded machine they alone could outlast
+    # it (the load let go before abort asked for the lock: a correct abort "did not wait").
     bound_s = KNOBS.lock_timeout_ms * (KNOBS.retries + 1) / 1000 + 5.0
-    ends = threading.Timer(bound_s, _rollback_quietly, (loading,))
+    watch: LockWatch | None = None
     try:
         loading.execute("SELECT min_protocol FROM runtime_protocol")  # a handshake in flight
-        ends.start()
-        started = time.monotonic()
+        watch = LockWatch(dsn, loading, bound_s)
+        watch.start()
         try:
             phases.abort(session, report, _quiet, force=False)
             found.append("abort did not wait for a load in flight")
         except LockTimeout:
-            if time.monotonic() - started > bound_s:
-                found.append(f"abort waited for a load in flight beyond {bound_s:.1f}s")
+            waited = watch.waited_s(time.monotonic())
+            if waited > bound_s:
+                found.append(
+                    f"abort waited {waited:.1f}s for a load in flight, beyond {bound_s:.1f}s"
+                )
     finally:
-        ends.cancel()
+        if watch is not None:
+            watch.stop()
         _rollback_quietly(loading)
         loading.close()
     here = connect(dsn, application_name="queueguard/4 host=here")

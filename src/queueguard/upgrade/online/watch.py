@@ -41,7 +41,11 @@ Q = queries("queueguard.upgrade", "locks.sql")
 APPLICATION_NAME = "queueguard-verify-watch"
 #: outside the ceiling, as for the online path's transactions
 OUTSIDE = locks.BOOKKEEPING | {revisions.ROLLOUT_TABLE}
-HOLD_TIMEOUT_MS = 5000
+#: how long the observer waits to take its own locks. On verify's scratch copies nothing but
+#: autovacuum (cancelled after deadlock_timeout) can hold them, so this only bounds a wait
+#: that ends at once on an idle machine: generous, since running out fails the online check
+#: of a correct migration set, and waiting costs nothing when the lock is free
+HOLD_TIMEOUT_MS = 30_000
 POLL_S = 0.002
 
 
