@@ -44,3 +44,30 @@ def test_rehearse_reports_each_statement_next_to_the_plan_and_leaves_the_source(
     assert catalog.fingerprint(source) == before  # the source was only read
     with psycopg.connect(source) as conn:
         assert conn.execute("SELECT curr_version FROM schema_version").fetchone() == ("0.1",)
+
+
+def test_rehearse_holds_invariants_on_the_copy(
+    make_db: Callable[..., str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    fset = sets.load(DATA / "temporal")
+    source = make_db()
+    upgrade(fset, source, to="0.1")
+    with psycopg.connect(source) as conn:
+        conn.execute("INSERT INTO kennels SELECT g, 'k' || g FROM generate_series(1, 5) g")
+        conn.execute("INSERT INTO dogs SELECT 1 + g % 5, g, 'd' || g FROM generate_series(1, 40) g")
+    invariants = tmp_path / "invariants.sql"
+    invariants.write_text(
+        "-- name: dogs_per_kennel\nSELECT kennel_id, count(*) FROM dogs GROUP BY kennel_id;\n"
+        # an intended change shows: dogs gains columns, so this one must fail
+        "-- name: dog_columns\nSELECT count(*) FROM information_schema.columns "
+        "WHERE table_name = 'dogs';\n"
+    )
+    argv = ["rehearse", "--migrations", str(DATA / "temporal"), "--dsn", source]
+    code = main([*argv, "--invariants", str(invariants), "--json"])
+    doc = json.loads(capsys.readouterr().out)
+    assert code == 1 and doc["ok"] is False
+    verdicts = {c["subject"].split(" on ")[0]: c["ok"] for c in doc["checks"]}
+    assert verdicts == {"dogs_per_kennel": True, "dog_columns": False}
+    failed = next(c for c in doc["checks"] if not c["ok"])
+    assert failed["problems"] == ["only before: (3,)", "only after: (5,)"]
+    assert main([*argv, "--invariants", str(tmp_path / "missing.sql")]) == 2

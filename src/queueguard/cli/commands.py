@@ -397,15 +397,26 @@ def cmd_rehearse(args: argparse.Namespace) -> int:
 
     if _is_foreign(args):
         from queueguard.upgrade.foreign import rehearse as foreign
+        from queueguard.upgrade.foreign.checks import parse_invariants
 
+        invariants = None
+        if args.invariants:
+            path = Path(args.invariants)
+            if not path.is_file():
+                raise UsageError(f"--invariants {path}: no such file")
+            invariants = parse_invariants(path.read_text(encoding="utf-8"), str(path))
         done = foreign.rehearse(
-            _foreign_set(args), _target(args, fallback=False), args.scratch_dsn, to=args.to
+            _foreign_set(args),
+            _target(args, fallback=False),
+            args.scratch_dsn,
+            to=args.to,
+            invariants=invariants,
         )
         if args.json:
             _emit_json(done.as_json())
         else:
             print(foreign.render_text(done))
-        return 0
+        return 0 if done.ok else 1
 
     result = rehearse(_target(args, fallback=False), args.scratch_dsn, _migrations(args))
     if args.json:

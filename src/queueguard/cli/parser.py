@@ -207,6 +207,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--scratch-dsn", help="admin DSN of the server for the copy (default: the source server)"
     )
     p.add_argument("--to", help="another format's set: a revision id or head (default)")
+    p.add_argument(
+        "--invariants",
+        metavar="FILE",
+        help="another format's set: `-- name:` queries whose rows must not change",
+    )
     _add_migrations(p, formats=True)
     p.add_argument("--json", action="store_true")
     p.set_defaults(handler=commands.cmd_rehearse)

@@ -18,6 +18,9 @@ from queueguard.pg.connect import connection
 from queueguard.pg.scratch import ScratchDatabases
 from queueguard.sets import ForeignSet
 from queueguard.upgrade.foreign import runner
+from queueguard.upgrade.foreign.checks import Check
+from queueguard.upgrade.foreign.data import invariant_rows
+from queueguard.upgrade.foreign.verify import invariant_check
 from queueguard.upgrade.plan import bill
 from queueguard.upgrade.plan.planner import plan
 from queueguard.upgrade.rehearse import copy_database
@@ -45,7 +48,13 @@ class ForeignRehearsal:
     before: str | None
     after: str | None
     statements: list[Rehearsed] = field(default_factory=list)
+    #: the --invariants, each run on the copy before and after the upgrade
+    checks: list[Check] = field(default_factory=list)
     elapsed_ms: int = 0
+
+    @property
+    def ok(self) -> bool:
+        return all(check.ok for check in self.checks)
 
     def as_json(self) -> dict[str, Any]:
         return {
@@ -54,6 +63,8 @@ class ForeignRehearsal:
             "before": self.before,
             "after": self.after,
             "elapsed_ms": self.elapsed_ms,
+            "ok": self.ok,
+            "checks": [check.document() for check in self.checks],
             "statements": [
                 {
                     "revision": s.revision,
@@ -88,6 +99,7 @@ def rehearse(
     *,
     to: str | None = None,
     limits: runner.Limits | None = None,
+    invariants: dict[str, str] | None = None,
 ) -> ForeignRehearsal:
     started = time.monotonic()
     admin = scratch_admin or scratch.database_dsn(source_dsn, "postgres")
@@ -98,8 +110,12 @@ def rehearse(
         copy, method = copy_database(source_dsn, databases)
         if fset.format == "temporal":
             _rekey_temporal(copy, scratch.dbname_of(source_dsn))
+        before = invariant_rows(copy, invariants) if invariants else {}
         report = runner.upgrade(fset, copy, to=to, limits=limits, on_step=steps.append)
+        after = invariant_rows(copy, invariants) if invariants else {}
     result = ForeignRehearsal(fset.format, method, report.before, report.after)
+    subject = f"the copy of {scratch.dbname_of(source_dsn)}"
+    result.checks = [invariant_check(n, subject, before[n], after[n]) for n in before]
     for step in sorted(steps, key=lambda s: (fset.ids.index(s.revision), s.index)):
         planned = estimates.get((step.revision, step.sql), [])
         line = planned.pop(0) if planned else None
@@ -148,4 +164,7 @@ def render_text(result: ForeignRehearsal) -> str:
         if s.locks:
             held = ", ".join(f"{r} {m}" for r, m in s.locks)
             lines.append(f"  {'':>9} {'':>3} {'':>9} {'':>9} {'':>10}  {held}")
+    for check in result.checks:
+        lines.append(f"{'ok  ' if check.ok else 'FAIL'} invariant {check.subject}: {check.detail}")
+        lines.extend(f"       {problem}" for problem in check.problems)
     return "\n".join(lines)

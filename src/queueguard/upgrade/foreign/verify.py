@@ -325,11 +325,12 @@ def _fixture(
         )
     ]
     for query_name in queries:
-        checks.append(_invariant(query_name, name, before[query_name], after[query_name]))
+        checks.append(invariant_check(query_name, name, before[query_name], after[query_name]))
     return checks
 
 
-def _invariant(name: str, fixture: str, before: Any, after: Any) -> Check:
+def invariant_check(name: str, fixture: str, before: Any, after: Any) -> Check:
+    """One invariant's rows before and after an upgrade of `fixture`, as a check (pure)."""
     subject = f"{name} on {fixture}"
     for when, rows in (("before", before), ("after", after)):
         if isinstance(rows, str):
