@@ -292,3 +292,65 @@ def test_two_runners_at_once_apply_each_version_once(make_db: Callable[..., str]
     assert all(not isinstance(r, Exception) for r in results), results
     assert sorted(fset.ids) == sorted(r for rep in results for r in rep.applied)
     assert [h[2] for h in _history(dsn)] == ["0.0", *fset.ids]
+
+
+# every format: a failing last statement, every intermediate start, the files by hand -------
+def test_a_sqldir_revision_failing_in_its_last_statement_changes_nothing(
+    make_db: Callable[..., str], tmp_path: Path
+) -> None:
+    folder = _sqldir(tmp_path)
+    (folder / "V2__flag.sql").write_text(SQLDIR["V2__flag.sql"] + "\nSELECT 1 / 0;")
+    fset = sets.load(folder)
+    dsn, reference = make_db(), make_db()
+    upgrade(fset, reference, to="1")
+    with pytest.raises(MigrationError, match=r"2 failed at statement 2 .*nothing was changed"):
+        upgrade(fset, dsn)
+    assert catalog.fingerprint(dsn) == catalog.fingerprint(reference)
+    with psycopg.connect(dsn) as conn:
+        ledger = conn.execute("SELECT revision FROM queueguard_sqldir_ledger").fetchall()
+    assert ledger == [("1",)]
+
+
+def test_an_alembic_revision_failing_in_its_last_statement_changes_nothing(
+    make_db: Callable[..., str], tmp_path: Path
+) -> None:
+    root = _copy_set(tmp_path, "alembic_plain")
+    second = next((root / "migrations" / "versions").glob("2b1d6f803c02_*.py"))
+    # the revision's last statement, after its data migration, fails
+    last = '            {"label": name.title(), "id": id_},\n        )\n'
+    assert last in second.read_text()
+    second.write_text(second.read_text().replace(last, last + '    op.execute("SELECT 1 / 0")\n'))
+    fset = sets.load(root)
+    dsn, reference = make_db(), make_db()
+    upgrade(fset, reference, to=fset.ids[0])
+    upgrade(fset, dsn, to=fset.ids[0])
+    with psycopg.connect(dsn) as conn:
+        conn.execute("INSERT INTO item (id, name) VALUES (100, 'a'), (101, 'b')")
+    with psycopg.connect(reference) as conn:
+        conn.execute("INSERT INTO item (id, name) VALUES (100, 'a'), (101, 'b')")
+    with pytest.raises(MigrationError, match="division by zero"):
+        upgrade(fset, dsn)
+    assert catalog.fingerprint(dsn) == catalog.fingerprint(reference)
+    assert alembic_format.current(dsn, "alembic_version") == fset.ids[0]
+
+
+@pytest.mark.parametrize("start", ["1", "2"])
+def test_sqldir_from_every_intermediate_revision_equals_the_files_by_hand(
+    make_db: Callable[..., str], tmp_path: Path, start: str
+) -> None:
+    fset = sets.load(_sqldir(tmp_path))
+    dsn, by_hand = make_db(), make_db()
+    upgrade(fset, dsn, to=start)
+    upgrade(fset, dsn, to="2")
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute("INSERT INTO flag VALUES (true)")  # revision 3 divides by its row count
+    report = upgrade(fset, dsn)
+    assert (report.before, report.after, report.applied) == ("2", "3", ["3"])
+    with psycopg.connect(by_hand, autocommit=True) as conn:
+        for rev in fset.revisions:
+            if rev.id == "3":
+                conn.execute("INSERT INTO flag VALUES (true)")
+            for statement in rev.statements or ():
+                conn.execute(statement)  # type: ignore[arg-type]
+    ours = _catalog_without(dsn, {"queueguard_sqldir_ledger"})
+    assert ours == _catalog_without(by_hand, set())
