@@ -8,6 +8,7 @@ refused; a held lock makes the upgrade give up with nothing changed.
 
 from __future__ import annotations
 
+import json
 import shutil
 import threading
 import time
@@ -354,3 +355,18 @@ def test_sqldir_from_every_intermediate_revision_equals_the_files_by_hand(
                 conn.execute(statement)  # type: ignore[arg-type]
     ours = _catalog_without(dsn, {"queueguard_sqldir_ledger"})
     assert ours == _catalog_without(by_hand, set())
+
+
+def test_status_reads_a_foreign_set_and_our_own_commands_refuse_one(
+    make_db: Callable[..., str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    dsn = make_db()
+    folder = str(DATA / "temporal")
+    upgrade(sets.load(DATA / "temporal"), dsn, to="0.2")
+    assert main(["status", "--migrations", folder, "--dsn", dsn, "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert (doc["format"], doc["revision"], doc["head"]) == ("temporal", "0.2", "1.10")
+    assert doc["pending"] == ["1.0", "1.9", "1.10"]
+    for command in (["preflight", "--dsn", dsn], ["manifest"]):
+        assert main([*command, "--migrations", folder]) == 2
+        assert "is a temporal migration set" in capsys.readouterr().err

@@ -35,6 +35,14 @@ def _migrations(args: argparse.Namespace) -> MigrationSet:
     from queueguard import revisions
 
     folder = getattr(args, "migrations", None)
+    if folder and _is_foreign(args):
+        from queueguard import sets
+
+        raise UsageError(
+            f"{folder} is a {sets.detect(Path(str(folder)).resolve())} migration set: "
+            f"`{args.command}` works on queueguard's own; for a set of another format use "
+            "status, plan, upgrade, rehearse, verify or lint"
+        )
     return revisions.load(Path(folder)) if folder else revisions.packaged()
 
 
@@ -68,6 +76,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
 def cmd_status(args: argparse.Namespace) -> int:
     from queueguard.upgrade.status import status
 
+    if _is_foreign(args):
+        return _status_foreign(args)
     doc = status(_target(args, fallback=True), _migrations(args))
     if args.json:
         _emit_json(doc)
@@ -84,6 +94,29 @@ def cmd_status(args: argparse.Namespace) -> int:
                 f"and {left['relocations']} in @auto left{eta}"
             )
     return 1 if doc["drift"] else 0
+
+
+def _status_foreign(args: argparse.Namespace) -> int:
+    """Where a database is in a set of another format: its revision by the format's own
+    bookkeeping, the head, what is pending (read only)."""
+    from queueguard.upgrade.plan.planner import current_revision
+
+    fset = _foreign_set(args)
+    at = current_revision(fset, _target(args, fallback=True))
+    pending = [r.id for r in fset.pending(at)]
+    doc = {
+        "format": fset.format,
+        "revision": at,
+        "head": fset.head.id if fset.head else None,
+        "pending": pending,
+    }
+    if args.json:
+        _emit_json(doc)
+    else:
+        for key in ("format", "revision", "head"):
+            print(f"{key:9} {doc[key]}")
+        print(f"pending   {', '.join(pending) or 'none'}")
+    return 0
 
 
 def cmd_inspect(args: argparse.Namespace) -> int:

@@ -76,7 +76,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("status", help="revision, protocol, queue and row counts")
     _add_dsn(p)
-    _add_migrations(p)
+    _add_migrations(p, formats=True)
     p.add_argument("--json", action="store_true")
     p.set_defaults(handler=commands.cmd_status)
 
