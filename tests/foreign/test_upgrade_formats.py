@@ -367,6 +367,6 @@ def test_status_reads_a_foreign_set_and_our_own_commands_refuse_one(
     doc = json.loads(capsys.readouterr().out)
     assert (doc["format"], doc["revision"], doc["head"]) == ("temporal", "0.2", "1.10")
     assert doc["pending"] == ["1.0", "1.9", "1.10"]
-    for command in (["preflight", "--dsn", dsn], ["manifest"]):
-        assert main([*command, "--migrations", folder]) == 2
+    for ours in (["preflight", "--dsn", dsn], ["manifest"]):
+        assert main([*ours, "--migrations", folder]) == 2
         assert "is a temporal migration set" in capsys.readouterr().err
