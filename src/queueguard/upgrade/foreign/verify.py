@@ -47,8 +47,9 @@ from queueguard.upgrade.foreign.checks import (
     rows_problems,
 )
 from queueguard.upgrade.foreign.runner import Limits, Step, upgrade
-from queueguard.upgrade.plan import apply, python_revision
+from queueguard.upgrade.plan import apply
 from queueguard.upgrade.plan.observe import Observation
+from queueguard.upgrade.plan.planner import trace
 
 Progress = Callable[[str], None]
 LABELS = ("upgraded", "fresh")
@@ -81,8 +82,8 @@ def verify(
     leave_out = _leave_out(fset)
     with ScratchDatabases(admin_dsn, prefix="qgverify") as scratch:
         try:
-            chain, trace = scratch.create(), scratch.create()
-            if _chain(fset, chain, trace, report, limits, tell):
+            chain, watched = scratch.create(), scratch.create()
+            if _chain(fset, chain, watched, report, limits, tell):
                 report.checks.append(_rerun(fset, chain, limits))
                 report.checks.append(_bookkeeping(fset, chain, head))
                 upgraded = catalog.without(catalog.introspect(chain), leave_out)
@@ -126,12 +127,12 @@ def _leave_out(fset: ForeignSet) -> Callable[[str], bool]:
 def _chain(
     fset: ForeignSet,
     chain: str,
-    trace: str,
+    watched: str,
     report: ForeignVerifyReport,
     limits: Limits | None,
     tell: Progress,
 ) -> bool:
-    """Every revision in turn: applied on `chain` by the runner, traced on `trace`."""
+    """Every revision in turn: applied on `chain` by the runner, traced on `watched`."""
     for rev in fset.revisions:
         steps: list[Step] = []
         traced = RevisionTrace(rev.id, rev.title)
@@ -145,7 +146,7 @@ def _chain(
             )
             return False
         try:
-            traced.statements = _statements(rev, _trace(fset, rev, trace), steps)
+            traced.statements = _statements(rev, trace(fset, rev, watched), steps)
         except MigrationError as exc:
             traced.error = f"traced on a second database: {exc}"
             report.checks.append(
@@ -163,20 +164,6 @@ def _chain(
         Check("chain", True, f"{count} revision(s) applied one at a time, empty to {fset.span}")
     )
     return True
-
-
-def _trace(fset: ForeignSet, rev: ForeignRevision, dsn: str) -> list[Observation]:
-    """What `plan` sees the revision do, on `dsn` (at the previous revision)."""
-    if rev.statements is None:  # a Python revision: run by its own tool, watched
-        return python_revision.traced(fset, dsn, rev)
-    with connection(dsn) as conn:
-        try:
-            return apply.traced(conn, dsn, rev.statements)
-        except apply.StatementFailed as exc:
-            raise MigrationError(
-                f"revision {rev.id}: statement {exc.index + 1} failed: "
-                f"{apply.first_line(exc.error)}\n  {' '.join(exc.statement.split())[:200]}"
-            ) from None
 
 
 def _statements(

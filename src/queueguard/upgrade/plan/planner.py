@@ -19,7 +19,7 @@ from queueguard.errors import MigrationError
 from queueguard.pg import scratch
 from queueguard.pg.connect import connection
 from queueguard.pg.scratch import ScratchDatabases
-from queueguard.sets import ForeignSet, adapter
+from queueguard.sets import ForeignRevision, ForeignSet, adapter
 from queueguard.sets import alembic as alembic_format
 from queueguard.upgrade import locks
 from queueguard.upgrade.plan import apply, bill, python_revision, sample
@@ -73,16 +73,20 @@ def current_revision(fset: ForeignSet, target_dsn: str) -> str | None:
     return found  # type: ignore[no-any-return]
 
 
-def _apply(fset: ForeignSet, revision: Any, scratch_dsn: str) -> list[Observation]:
-    if revision.statements is None:  # a Python revision: run by its own tool, watched
-        return python_revision.traced(fset, scratch_dsn, revision)
-    with connection(scratch_dsn) as conn:
+def trace(fset: ForeignSet, revision: ForeignRevision, dsn: str) -> list[Observation]:
+    """Apply one revision on the scratch database at `dsn` (at its previous revision) and
+    watch each statement: a SQL revision statement by statement, a Python one through its
+    own tool (`python_revision`)."""
+    if revision.statements is None:
+        return python_revision.traced(fset, dsn, revision)
+    with connection(dsn) as conn:
         try:
-            return apply.traced(conn, scratch_dsn, revision.statements)
+            return apply.traced(conn, dsn, revision.statements)
         except apply.StatementFailed as exc:
+            text = " ".join(exc.statement.split())[:300]
             raise MigrationError(
-                f"revision {revision.id}: statement {exc.index + 1} failed on the scratch copy "
-                f"of the target's schema: {apply.first_line(exc.error)}\n  {exc.statement[:300]}"
+                f"revision {revision.id}: statement {exc.index + 1} failed on a scratch "
+                f"database: {apply.first_line(exc.error)}\n  {text}"
             ) from None
 
 
@@ -129,7 +133,7 @@ def plan(
             with connection(copy) as conn:
                 sample_sizes = sample.sizes(conn)
                 indexes = _indexes(conn)
-            seen = _apply(fset, revision, copy)
+            seen = trace(fset, revision, copy)
             with connection(copy) as conn:  # and the indexes the revision built: their table
                 indexes = {**_indexes(conn), **indexes}
             lines = [bill.Line(revision.id, i, s) for i, s in enumerate(seen)]
