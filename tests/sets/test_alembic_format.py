@@ -371,6 +371,7 @@ def test_an_env_py_whose_offline_table_differs_is_caught(tmp_path: Path, empty_d
         fmt.run(root, empty_db, "a1")
 
 
+@pytest.mark.filterwarnings("ignore:No path_separator found:DeprecationWarning")
 def test_prepend_sys_path_is_the_projects_folder_wherever_queueguard_runs(
     tmp_path: Path,
 ) -> None:
