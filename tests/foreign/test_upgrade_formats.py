@@ -26,7 +26,7 @@ from queueguard.errors import HalfApplied, LockTimeout, MigrationError, Tampered
 from queueguard.sets import alembic as alembic_format
 from queueguard.sets import temporal
 from queueguard.upgrade import catalog
-from queueguard.upgrade.foreign.runner import Limits, upgrade
+from queueguard.upgrade.foreign.runner import Limits, checksum, upgrade
 
 DATA = Path(__file__).parents[1] / "sets" / "data"
 TEMPORAL_BOOKS = {"schema_version", "schema_update_history"}
@@ -370,3 +370,42 @@ def test_status_reads_a_foreign_set_and_our_own_commands_refuse_one(
     for ours in (["preflight", "--dsn", dsn], ["manifest"]):
         assert main([*ours, "--migrations", folder]) == 2
         assert "is a temporal migration set" in capsys.readouterr().err
+
+
+def test_a_crash_after_a_concurrent_build_before_its_progress_row_resumes(
+    make_db: Callable[..., str], tmp_path: Path
+) -> None:
+    """The build finished, the runner died before it recorded so: the rerun finds the index
+    built and valid at the recorded statement, and goes on (no "already exists" error, no
+    second build)."""
+    fset = sets.load(_sqldir(tmp_path))
+    dsn = make_db()
+    upgrade(fset, dsn, to="2")
+    third = fset.get("3")
+    statements = third.statements or ()
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute(statements[0])  # type: ignore[arg-type]  # committed with its progress row
+        conn.execute(
+            "CREATE TABLE queueguard_progress (revision text PRIMARY KEY, statement int NOT "
+            "NULL, sha256 text NOT NULL, updated_at timestamptz NOT NULL DEFAULT now())"
+        )
+        conn.execute(
+            "INSERT INTO queueguard_progress (revision, statement, sha256) VALUES (%s, 1, %s)",
+            ("3", checksum(third)),
+        )
+        conn.execute(statements[1])  # type: ignore[arg-type]  # the build, then the crash
+        conn.execute("INSERT INTO flag VALUES (true)")
+    report = upgrade(fset, dsn)
+    assert report.applied == ["3"] and report.resumed == ["3"] and report.after == "3"
+    with psycopg.connect(dsn) as conn:
+        assert conn.execute("SELECT count(*) FROM accounts WHERE verified").fetchone() == (50,)
+        assert conn.execute("SELECT to_regclass('queueguard_progress')").fetchone() == (None,)
+
+
+@pytest.mark.parametrize("start", [0, 1])
+def test_alembic_from_every_intermediate_revision(make_db: Callable[..., str], start: int) -> None:
+    fset = sets.load(DATA / "alembic_plain")
+    dsn = make_db()
+    upgrade(fset, dsn, to=fset.ids[start])
+    report = upgrade(fset, dsn)
+    assert report.applied == list(fset.ids[start + 1 :]) and report.after == fset.ids[-1]
