@@ -409,3 +409,26 @@ def test_alembic_from_every_intermediate_revision(make_db: Callable[..., str], s
     upgrade(fset, dsn, to=fset.ids[start])
     report = upgrade(fset, dsn)
     assert report.applied == list(fset.ids[start + 1 :]) and report.after == fset.ids[-1]
+
+
+def test_a_revision_that_drops_and_adds_again_or_tolerates_existing_objects_is_not_half_applied(
+    make_db: Callable[..., str], tmp_path: Path
+) -> None:
+    """A column "fixed" by DROP then ADD in one version (as Temporal's 1.16 does), and objects
+    created IF NOT EXISTS, exist before the version runs without it being half applied."""
+    folder = tmp_path / "fixes"
+    folder.mkdir()
+    (folder / "V1__t.sql").write_text(
+        "CREATE TABLE t (id int PRIMARY KEY, enc varchar(16) NULL);\nCREATE INDEX t_enc ON t (enc);"
+    )
+    (folder / "V2__fix.sql").write_text(
+        "ALTER TABLE t DROP COLUMN enc;\n"
+        "ALTER TABLE t ADD COLUMN enc varchar(16) NOT NULL DEFAULT '';\n"
+        "CREATE INDEX IF NOT EXISTS t_id_enc ON t (id, enc);"
+    )
+    fset = sets.load(folder)
+    dsn = make_db()
+    upgrade(fset, dsn, to="1")
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute("CREATE INDEX t_id_enc ON t (id)")  # IF NOT EXISTS: the revision's call
+    assert upgrade(fset, dsn).applied == ["2"]

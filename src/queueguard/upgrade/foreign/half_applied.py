@@ -50,6 +50,16 @@ _ADD_COLUMN = re.compile(
     re.I | re.S,
 )
 _NOT_A_COLUMN = {"CONSTRAINT", "PRIMARY", "UNIQUE", "CHECK", "FOREIGN", "EXCLUDE"}
+_IF_NOT_EXISTS = re.compile(r"\bIF\s+NOT\s+EXISTS\b", re.I)
+_DROP = re.compile(
+    r"^DROP\s+(?P<kind>TABLE|INDEX|SEQUENCE|VIEW|MATERIALIZED\s+VIEW|TYPE|FUNCTION|PROCEDURE)"
+    r"\s+(?:CONCURRENTLY\s+)?(?:IF\s+EXISTS\s+)?(?P<names>[^;(]+?)(?:\s+(?:CASCADE|RESTRICT))?"
+    r"\s*(?:\(|$)",
+    re.I | re.S,
+)
+_DROP_COLUMN = re.compile(
+    r"DROP\s+(?:COLUMN\s+)?(?:IF\s+EXISTS\s+)?(?P<column>\"[^\"]+\"|[\w$]+)", re.I
+)
 
 
 @dataclass(frozen=True)
@@ -184,12 +194,37 @@ def _normal_index(text: str) -> str:
     return " ".join(re.sub(r"\s*([(),])\s*", r"\1", text).lower().replace('"', "").split())
 
 
+def dropped(statement: str) -> list[tuple[str, str]]:
+    """(kind, name) of what the statement drops (pure): tables, indexes, … and columns."""
+    code = code_of(statement)
+    if found := _DROP.match(code):
+        kind = found["kind"].split()[-1].lower()
+        return [(kind, name.strip()) for name in found["names"].split(",")]
+    if found := _ALTER.match(code):
+        return [
+            ("column", f"{found['name']}.{drop['column']}")
+            for drop in _DROP_COLUMN.finditer(found["rest"])
+            if drop["column"].upper() not in _NOT_A_COLUMN
+        ]
+    return []
+
+
+def _key(kind: str, name: str) -> tuple[str, str]:
+    return ("table" if kind in ("table", "view") else kind, _unquote(name).lower())
+
+
 def found(conn: psycopg.Connection[Any], rev: ForeignRevision) -> list[Found]:
-    """The objects `rev` creates that exist already, each compared."""
+    """The objects `rev` creates that exist already, each compared. Not evidence: an object
+    the revision drops before creating it again (a column "fixed" by DROP then ADD), and one
+    created `IF NOT EXISTS` (the revision is written to find it there)."""
     out: list[Found] = []
+    gone: set[tuple[str, str]] = set()
     for statement in rev.statements or ():
+        gone |= {_key(kind, name) for kind, name in dropped(statement)}
+        if _IF_NOT_EXISTS.search(code_of(statement)):
+            continue
         for kind, name, detail in objects(statement):
-            if not _exists(conn, kind, name):
+            if _key(kind, name) in gone or not _exists(conn, kind, name):
                 continue
             if kind == "table":
                 verdict = _compare_table(conn, name, statement)
