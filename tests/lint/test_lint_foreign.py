@@ -142,6 +142,21 @@ def test_a_temporal_set_reads_only_the_listed_files(capsys: pytest.CaptureFixtur
     assert "(temporal set temporal)" in err
 
 
+def test_an_alembic_set_is_linted_as_alembic_renders_it(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """Each revision's `alembic upgrade --sql` rendering, named by its .py file; the data
+    migration that reads rows cannot render offline and is counted, not linted."""
+    code, out, err = _run(capsys, str(TEMPORAL.parent / "alembic_plain"))
+    got = [line.split(": ")[0:2] for line in out.splitlines()]
+    assert [(w.split("versions/")[1], what) for w, what in got] == [
+        ("1a0c5e7f2b01_create_item.py:1", "advisory squawk.prefer-bigint-over-int"),
+        ("3c2e70914d03_index_label.py:1", "advisory squawk.require-lock-timeout"),
+    ]
+    assert "1 Python revision(s) not linted: they cannot be rendered as SQL offline" in err
+    assert code == 1
+
+
 def test_our_own_set_and_plain_folders_keep_the_gate(tmp_path: Path) -> None:
     from queueguard.resources import migrations_dir
 

@@ -100,8 +100,10 @@ def run(files: Sequence[SqlFile], binary: Path | None = None) -> list[Finding]:
         by_path: dict[str, Path] = {}
         for i, file in enumerate(files):
             target = file.path
-            if _SQUAWK_IGNORE.search(file.text):
-                target = Path(scratch) / f"{i}_{file.path.name}"
+            # a defused copy, or SQL that is not the file's own text (an Alembic revision's
+            # rendered SQL stands for its .py file)
+            if _SQUAWK_IGNORE.search(file.text) or file.path.suffix != ".sql":
+                target = Path(scratch) / f"{i}_{file.path.stem}.sql"
                 target.write_text(_SQUAWK_IGNORE.sub("squawk-defuse", file.text), "utf-8")
             by_path[str(target)] = file.path
         reported = _invoke(binary, list(by_path))

@@ -53,6 +53,8 @@ READ_ONLY = "-c default_transaction_read_only=on"
 #: `alembic.op`), and the statement hooks listen on the Engine class: one env.py at a time
 #: per process (upgrade.runner has its own lock for queueguard's set, a layer above).
 _ALEMBIC = threading.Lock()
+#: transaction control in rendered SQL (Alembic's BEGIN/COMMIT around each revision)
+_CONTROL = re.compile(r"^\s*(BEGIN|COMMIT|START\s+TRANSACTION|END)\s*$", re.IGNORECASE)
 
 #: before(dbapi_connection, sql_text)
 Before = Callable[[Any, str], None]
@@ -525,3 +527,28 @@ def run(
             f"{root}: {revision.id} ran, but version table {table} says {after_run}: does "
             "env.py configure another version_table online than offline?"
         )
+
+
+def render(root: Path, revision_id: str) -> str | None:
+    """One revision's SQL as `alembic upgrade DOWN:REV --sql` renders it (offline: no
+    database), Alembic's own bookkeeping and transaction control left out; None when the
+    revision cannot be rendered offline (a data migration that reads rows)."""
+    from queueguard.sets.split import split
+
+    migrations = load(root)
+    revision = migrations.get(revision_id)
+    table = migrations.version_table or DEFAULT_VERSION_TABLE
+    cfg = config(root, None)
+    buffer = io.StringIO()
+    cfg.output_buffer = buffer
+    try:
+        with _alembic_running():
+            command.upgrade(cfg, f"{revision.down or 'base'}:{revision.id}", sql=True)
+    except Exception:
+        return None
+    kept = [
+        s
+        for s in split(buffer.getvalue())
+        if not is_bookkeeping(s, table) and not _CONTROL.match(s)
+    ]
+    return "".join(f"{s};\n" for s in kept)

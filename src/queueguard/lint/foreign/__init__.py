@@ -79,7 +79,7 @@ class _Statements:
         self.python: list[str] = []
         for revision in fset.revisions:
             if revision.statements is None:
-                self.python.append(revision.id)
+                self._rendered(fset, revision)
                 continue
             base = 0
             for path in _paths(revision, fset.root):
@@ -90,6 +90,22 @@ class _Statements:
                 for stmt in self.located[path]:
                     self.by_key[(revision.id, base + stmt.index)] = (path, stmt)
                 base += len(self.located[path])
+
+    def _rendered(self, fset: ForeignSet, revision: ForeignRevision) -> None:
+        """A Python revision of an Alembic project, linted as `alembic upgrade --sql`
+        renders it (squawk's usual input); one that cannot render offline is only counted."""
+        from queueguard.sets import alembic as alembic_format
+
+        text = alembic_format.render(fset.root, revision.id) if fset.format == "alembic" else None
+        if not text:
+            self.python.append(revision.id)
+            return
+        path = revision.files[0].resolve()
+        self.files[path] = SqlFile(path, "migration", text)
+        self.located[path] = locate(text)
+        self.first[path] = (revision.id, 0)
+        for stmt in self.located[path]:
+            self.by_key[(revision.id, stmt.index)] = (path, stmt)
 
     def key_of(self, finding: Finding) -> Key | None:
         """The statement holding a finding (in the first listing of a file listed twice)."""

@@ -143,7 +143,8 @@ class ForeignReport:
             )
         if self.python_revisions:
             parts.append(
-                f"{len(self.python_revisions)} Python revision(s) not linted: squawk reads SQL"
+                f"{len(self.python_revisions)} Python revision(s) not linted: they cannot be "
+                "rendered as SQL offline"
             )
         return "; ".join(parts)
 
