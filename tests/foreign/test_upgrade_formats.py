@@ -22,7 +22,13 @@ from alembic import command
 
 from queueguard import sets
 from queueguard.cli import main
-from queueguard.errors import HalfApplied, LockTimeout, MigrationError, TamperedMigration
+from queueguard.errors import (
+    HalfApplied,
+    LockTimeout,
+    MigrationError,
+    TamperedMigration,
+    UsageError,
+)
 from queueguard.sets import alembic as alembic_format
 from queueguard.sets import temporal
 from queueguard.upgrade import catalog
@@ -432,3 +438,35 @@ def test_a_revision_that_drops_and_adds_again_or_tolerates_existing_objects_is_n
     with psycopg.connect(dsn, autocommit=True) as conn:
         conn.execute("CREATE INDEX t_id_enc ON t (id)")  # IF NOT EXISTS: the revision's call
     assert upgrade(fset, dsn).applied == ["2"]
+
+
+def test_an_env_py_connecting_elsewhere_is_refused_before_it_runs_anything(
+    make_db: Callable[..., str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An env.py that connects by its own setting (DATABASE_URL) instead of the URL it was
+    given: plan must not migrate that database (the target it promised only to read), nor
+    upgrade another database than --dsn."""
+    root = _copy_set(tmp_path, "alembic_plain")
+    env = root / "migrations" / "env.py"
+    env.write_text(
+        env.read_text().replace(
+            "    connectable = engine_from_config(\n"
+            "        config.get_section(config.config_ini_section, {}),\n"
+            '        prefix="sqlalchemy.",\n',
+            "    import os\n\n"
+            "    connectable = engine_from_config(\n"
+            '        {"sqlalchemy.url": os.environ["QG_TEST_DATABASE_URL"]},\n'
+            '        prefix="sqlalchemy.",\n',
+        )
+    )
+    fset = sets.load(root)
+    target, other = make_db(), make_db()
+    monkeypatch.setenv(
+        "QG_TEST_DATABASE_URL", alembic_format.sqlalchemy_url(target).render_as_string(False)
+    )
+    before = catalog.fingerprint(target)
+    assert main(["plan", "--migrations", str(root), "--dsn", target]) == 2
+    assert catalog.fingerprint(target) == before  # the target only read
+    with pytest.raises(UsageError, match=r"env\.py connected to database"):
+        upgrade(fset, other)
+    assert catalog.fingerprint(target) == before and _tables(other) == set()

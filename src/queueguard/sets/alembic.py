@@ -425,10 +425,11 @@ class _Hooks:
     """SQLAlchemy cursor events on the Engine class (so an engine env.py builds itself is
     hooked too) → the caller's before/after, for the thread that runs the revision only."""
 
-    def __init__(self, before: Before | None, after: After | None) -> None:
+    def __init__(self, before: Before | None, after: After | None, dsn: str) -> None:
         self.before, self.after = before, after
         self.thread = threading.get_ident()
         self.started: dict[int, float] = {}
+        self.dsn = dsn
 
     def _mine(self) -> bool:
         return threading.get_ident() == self.thread
@@ -438,6 +439,7 @@ class _Hooks:
     ) -> None:
         if not self._mine():
             return
+        refuse_elsewhere(conn.connection.dbapi_connection, self.dsn)
         if self.before is not None:
             self.before(conn.connection.dbapi_connection, statement)
         self.started[id(context)] = time.perf_counter()  # after the hook: its own time is not
@@ -478,6 +480,59 @@ class _Hooks:
                 event.remove(sa.Engine, name, fn)
 
 
+def _where(dsn: str) -> tuple[str, str, str]:
+    """(database, host, port) a DSN names, libpq's environment defaults filled in ("" where
+    nothing says: not compared)."""
+    found = params(dsn)
+    return (
+        str(found.get("dbname") or os.environ.get("PGDATABASE") or found.get("user") or ""),
+        str(found.get("host") or os.environ.get("PGHOST") or ""),
+        str(found.get("port") or os.environ.get("PGPORT") or ""),
+    )
+
+
+def refuse_elsewhere(raw: Any, dsn: str) -> None:
+    """Refuse a statement about to run on another database than `dsn`: an env.py that
+    connects by its own settings (`DATABASE_URL`, the application's config) instead of the
+    URL or connection it was given would otherwise migrate that database — production, when
+    queueguard meant a scratch copy."""
+    info = getattr(raw, "info", None)
+    if info is None:
+        return
+    want_db, want_host, want_port = _where(dsn)
+    got = (str(info.dbname), str(info.host or ""), str(info.port or ""))
+    differs = [
+        want != have
+        for want, have in zip((want_db, want_host, want_port), got, strict=True)
+        if want
+    ]
+    if any(differs):
+        raise UsageError(
+            f"the project's env.py connected to database {got[0]!r} on {got[1]}:{got[2]}, not "
+            f"to the one queueguard gave it ({want_db!r} on {want_host or 'the default host'}:"
+            f"{want_port or 'the default port'}); nothing was run there. Make env.py use "
+            "config.attributes['connection'] or the sqlalchemy.url queueguard sets"
+        )
+
+
+@contextmanager
+def _pgoptions(options: str | None) -> Iterator[None]:
+    """`options` in PGOPTIONS while env.py runs (under `_ALEMBIC`): an engine env.py builds
+    from a URL of its own still gets lock_timeout and statement_timeout from libpq."""
+    if not options:
+        yield
+        return
+    saved = os.environ.get("PGOPTIONS")
+    os.environ["PGOPTIONS"] = f"{saved} {options}" if saved else options
+    try:
+        yield
+    finally:
+        if saved is None:
+            os.environ.pop("PGOPTIONS", None)
+        else:
+            os.environ["PGOPTIONS"] = saved
+
+
 def run(
     root: Path,
     dsn: str,
@@ -505,11 +560,11 @@ def run(
             f"{revision.id} applies after {revision.down or 'an empty database'}, "
             f"but the database is at {at or 'no revision'}"
         )
-    hooks = _Hooks(before, after)
+    hooks = _Hooks(before, after, dsn)
     with _connected(dsn, options) as connection:
         cfg = config(root, with_options(dsn, options), connection=connection)
         try:
-            with _alembic_running(), hooks.listening():
+            with _alembic_running(), hooks.listening(), _pgoptions(options):
                 command.upgrade(cfg, revision.id)
             connection.commit()  # the shared connection's transaction, if env.py left one
         except CommandError as exc:

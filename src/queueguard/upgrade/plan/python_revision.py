@@ -120,12 +120,16 @@ def _watching(watcher: _Watcher) -> Iterator[None]:
 
     def execute(self: psycopg.Cursor[Any], query: Any, params: Any = None, **kw: Any) -> Any:
         text = _text(self, query)
+        if threading.get_ident() == watcher.thread:
+            alembic_format.refuse_elsewhere(self.connection, watcher.dsn)
         if not watcher.wanted(text):
             return original(self, query, params, **kw)
         return watcher.run(self.connection, text, lambda: original(self, query, params, **kw))
 
     def executemany(self: psycopg.Cursor[Any], query: Any, params_seq: Any, **kw: Any) -> Any:
         text = _text(self, query)
+        if threading.get_ident() == watcher.thread:
+            alembic_format.refuse_elsewhere(self.connection, watcher.dsn)
         if not watcher.wanted(text):
             return original_many(self, query, params_seq, **kw)
         return watcher.run(
