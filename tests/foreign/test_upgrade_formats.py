@@ -470,3 +470,54 @@ def test_an_env_py_connecting_elsewhere_is_refused_before_it_runs_anything(
     with pytest.raises(UsageError, match=r"env\.py connected to database"):
         upgrade(fset, other)
     assert catalog.fingerprint(target) == before and _tables(other) == set()
+
+
+def test_a_runner_starting_during_another_ones_concurrent_build_waits_it_out(
+    make_db: Callable[..., str], tmp_path: Path
+) -> None:
+    """The second runner polls for the runner lock instead of waiting in a statement: a
+    waiting statement would hold a snapshot the first one's concurrent build waits for."""
+    folder = tmp_path / "cic"
+    folder.mkdir()
+    (folder / "V1__big.sql").write_text(
+        "CREATE TABLE big (id bigint PRIMARY KEY, v text);\n"
+        "INSERT INTO big SELECT g, md5(g::text) FROM generate_series(1, 300000) g;"
+    )
+    (folder / "V2__index.sql").write_text(
+        "CREATE INDEX CONCURRENTLY big_v ON big (v);\nALTER TABLE big ADD COLUMN w int;"
+    )
+    fset = sets.load(folder)
+    dsn = make_db()
+    upgrade(fset, dsn, to="1")
+    results: list[Any] = []
+
+    def run() -> None:
+        try:
+            results.append(upgrade(fset, dsn, limits=Limits(runner_wait_s=60)))
+        except Exception as exc:
+            results.append(exc)
+
+    first = threading.Thread(target=run)
+    first.start()
+    with psycopg.connect(dsn, autocommit=True) as watch:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            building = watch.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE query LIKE 'CREATE INDEX CONC%%' "
+                "AND state = 'active' AND datname = current_database()"
+            ).fetchone()
+            if building and building[0]:
+                break
+            time.sleep(0.005)
+    second = threading.Thread(target=run)
+    second.start()
+    first.join()
+    second.join()
+    assert all(not isinstance(r, Exception) for r in results), results
+    assert sorted(r for rep in results for r in rep.applied) == ["2"]
+    with psycopg.connect(dsn) as conn:
+        ledger = conn.execute("SELECT revision FROM queueguard_sqldir_ledger").fetchall()
+        valid = conn.execute(
+            "SELECT indisvalid FROM pg_index WHERE indexrelid = 'big_v'::regclass"
+        ).fetchone()
+    assert sorted(ledger) == [("1",), ("2",)] and valid == (True,)

@@ -188,7 +188,8 @@ def upgrade(
         return report
     except psycopg.Error as exc:
         if not connection_lost(exc):
-            raise
+            where = f"revision {revision}" if revision else "the upgrade"
+            raise MigrationError(f"{where} stopped: {first_line(exc)}") from exc
         raise ConnectionFailed(_lost(dsn, revision, exc)) from None
     finally:
         conn.close()
@@ -211,14 +212,23 @@ def _progress(conn: psycopg.Connection[Any]) -> dict[str, tuple[int, str]]:
 
 
 def _begin(conn: psycopg.Connection[Any], limits: Limits, lock_timeout_ms: int) -> None:
-    """A revision transaction: the runner lock (waited for up to runner_wait_s), then the
-    revision's own timeouts."""
-    conn.execute(f"SET LOCAL lock_timeout = {int(limits.runner_wait_s * 1000)}")
-    try:
-        conn.execute(Q["runner_lock"])
-    except psycopg.errors.LockNotAvailable:
+    """A revision transaction: the runner lock, then the revision's own timeouts.
+
+    The lock is polled (`pg_try_advisory_xact_lock`, the transaction rolled back between
+    tries) rather than waited for inside a statement: a waiting statement holds a snapshot,
+    and another runner's `CREATE INDEX CONCURRENTLY` waits for every older snapshot to end
+    while that runner holds the lock — a deadlock."""
+    deadline = time.monotonic() + limits.runner_wait_s
+    pause = 0.02
+    while True:
+        row = conn.execute(Q["runner_lock_try"]).fetchone()
+        if row and row[0]:
+            break
         conn.rollback()
-        raise RunnerBusy(int(limits.runner_wait_s * 1000)) from None
+        if time.monotonic() >= deadline:
+            raise RunnerBusy(int(limits.runner_wait_s * 1000))
+        time.sleep(pause)
+        pause = min(pause * 2, 0.5)
     conn.execute(f"SET LOCAL lock_timeout = {lock_timeout_ms}")
     conn.execute(f"SET LOCAL statement_timeout = {limits.statement_timeout_ms}")
 
@@ -308,6 +318,9 @@ def _attempt(
             running = []
             _emit(step, on_step)
             _begin(conn, limits, timeout)
+            if not _still_mine(conn, fset, rev, previous, index):
+                conn.rollback()
+                return False  # another runner took the revision over meanwhile
             _write_progress(conn, rev, index + 1)  # done: a rerun starts after it
             conn.commit()
             _begin(conn, limits, timeout)
@@ -319,6 +332,21 @@ def _attempt(
     _bookkeeping(conn, fset, rev, previous)
     _commit(conn, running, on_step)
     return True
+
+
+def _still_mine(
+    conn: psycopg.Connection[Any],
+    fset: ForeignSet,
+    rev: ForeignRevision,
+    previous: str | None,
+    index: int,
+) -> bool:
+    """Between a statement run outside a transaction (under the session-level lock) and the
+    next revision transaction the runner lock was free: the version and the progress row
+    must be as this runner left them, or another runner has resumed the revision."""
+    at = current(fset, conn)
+    unmoved = at == previous or (previous is None and at in (None, temporal.INITIAL_VERSION))
+    return unmoved and _progress(conn).get(rev.id, (None, ""))[0] == index
 
 
 def _commit(
@@ -376,8 +404,7 @@ def _outside(
     conn.autocommit = True
     began = time.perf_counter()
     try:
-        conn.execute(f"SET lock_timeout = {int(limits.runner_wait_s * 1000)}")
-        conn.execute("SELECT pg_advisory_lock(hashtext('queueguard-upgrade'))")
+        _session_lock(conn, limits)
         conn.execute(f"SET lock_timeout = {limits.lock_timeout_ms}")
         conn.execute(f"SET statement_timeout = {limits.statement_timeout_ms}")
         index_name = _concurrent_index(statement)
@@ -402,13 +429,34 @@ def _outside(
         if not conn.closed and not conn.broken:
             conn.execute("RESET lock_timeout")
             conn.execute("RESET statement_timeout")
-            conn.execute("SELECT pg_advisory_unlock(hashtext('queueguard-upgrade'))")
+            conn.execute(Q["runner_session_unlock"])
         conn.autocommit = False
 
 
+def _session_lock(conn: psycopg.Connection[Any], limits: Limits) -> None:
+    """The runner lock for a statement outside a transaction: session-level, polled for the
+    same reason as in `_begin` (a statement waiting for it would hold a snapshot that another
+    runner's concurrent build waits out)."""
+    deadline = time.monotonic() + limits.runner_wait_s
+    pause = 0.02
+    while True:
+        row = conn.execute(Q["runner_session_lock_try"]).fetchone()
+        if row and row[0]:
+            return
+        if time.monotonic() >= deadline:
+            raise RunnerBusy(int(limits.runner_wait_s * 1000))
+        time.sleep(pause)
+        pause = min(pause * 2, 0.5)
+
+
 def _concurrent_index(statement: str) -> str | None:
+    """The name of the index a `CREATE INDEX CONCURRENTLY` builds, as the catalog spells it
+    (unquoted names fold to lower case); None for a nameless one (PostgreSQL picks it)."""
     found = _CONCURRENT_INDEX.match(code_of(statement))
-    return found["name"].strip('"') if found else None
+    if found is None or found["name"].upper() == "ON":
+        return None
+    name = found["name"]
+    return name[1:-1].replace('""', '"') if name.startswith('"') else name.lower()
 
 
 def _rebuild_invalid(conn: psycopg.Connection[Any], name: str) -> None:
@@ -448,11 +496,7 @@ def _upgrade_alembic(
     try:
         with lock.cursor() as cursor:
             topology.refuse_standby(cursor, "upgrade")
-        lock.execute(f"SET lock_timeout = {int(limits.runner_wait_s * 1000)}")
-        try:
-            lock.execute("SELECT pg_advisory_lock(hashtext('queueguard-upgrade'))")
-        except psycopg.errors.LockNotAvailable:
-            raise RunnerBusy(int(limits.runner_wait_s * 1000)) from None
+        _session_lock(lock, limits)
         before = alembic_format.current(dsn, table)
         report = ForeignReport(fset.format, target, before)
         for rev in fset.pending(before, target):
@@ -465,7 +509,8 @@ def _upgrade_alembic(
         return report
     except psycopg.Error as exc:
         if not connection_lost(exc):
-            raise
+            where = f"revision {revision}" if revision else "the upgrade"
+            raise MigrationError(f"{where} stopped: {first_line(exc)}") from exc
         raise ConnectionFailed(_lost(dsn, revision, exc)) from None
     finally:
         lock.close()

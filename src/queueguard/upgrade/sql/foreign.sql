@@ -2,9 +2,18 @@
 -- the runner lock and the progress of a revision split by a statement that must run outside
 -- a transaction.
 
--- name: runner_lock
--- One runner at a time, per transaction (as for our own set: holds through a pooler).
-SELECT pg_advisory_xact_lock(hashtext('queueguard-upgrade'));
+-- name: runner_lock_try
+-- One runner at a time, per transaction (as for our own set: holds through a pooler);
+-- polled, never waited for in a statement (see runner._begin).
+SELECT pg_try_advisory_xact_lock(hashtext('queueguard-upgrade'));
+
+-- name: runner_session_lock_try
+-- The same lock for a statement that runs outside a transaction (session-level, released
+-- right after it: a pooler in transaction mode is no place for such statements anyway).
+SELECT pg_try_advisory_lock(hashtext('queueguard-upgrade'));
+
+-- name: runner_session_unlock
+SELECT pg_advisory_unlock(hashtext('queueguard-upgrade'));
 
 -- name: progress_exists
 SELECT to_regclass('queueguard_progress') IS NOT NULL;
