@@ -44,7 +44,7 @@ _ALTER = re.compile(
     r"^ALTER\s+TABLE\s+(?:IF\s+EXISTS\s+)?(?:ONLY\s+)?" + _NAME + r"\s+(?P<rest>.*)$", re.I | re.S
 )
 _ADD_COLUMN = re.compile(
-    r"ADD\s+(?:COLUMN\s+)?(?:IF\s+NOT\s+EXISTS\s+)?(?P<column>\"[^\"]+\"|[\w$]+)\s+"
+    r"ADD\s+(?:COLUMN\s+)?(?P<tolerant>IF\s+NOT\s+EXISTS\s+)?(?P<column>\"[^\"]+\"|[\w$]+)\s+"
     r"(?P<type>.+?)(?=\s+(?:NOT\s+NULL|NULL|DEFAULT|GENERATED|CONSTRAINT|PRIMARY|REFERENCES|"
     r"CHECK|UNIQUE|COLLATE)\b|,\s*(?:ADD|ALTER|DROP)\b|$)",
     re.I | re.S,
@@ -73,28 +73,36 @@ class Found:
         return f"{self.kind} {self.name} exists ({self.verdict})"
 
 
+def _ident(part: str) -> str:
+    """One identifier as the catalog spells it: a quoted one as written, others folded to
+    lower case (as PostgreSQL reads `TemporalChangeVersion`)."""
+    return part[1:-1].replace('""', '"') if part.startswith('"') else part.lower()
+
+
 def _unquote(name: str) -> str:
-    return ".".join(part.strip('"') for part in name.split("."))
+    return ".".join(_ident(part) for part in name.split("."))
 
 
-def objects(statement: str) -> list[tuple[str, str, str | None]]:
-    """(kind, name, detail) of what the statement creates (pure): a column's detail is its
-    declared type."""
+def objects(statement: str) -> list[tuple[str, str, str | None, bool]]:
+    """(kind, name, detail, tolerant) of what the statement creates (pure): a column's detail
+    is its declared type; `tolerant` when it is created IF NOT EXISTS (per object: one
+    `ADD COLUMN IF NOT EXISTS` says nothing of the other columns of the same ALTER)."""
     code = code_of(statement)
+    whole = bool(_IF_NOT_EXISTS.search(code.split("(", 1)[0]))  # before any column list
     if found := _TABLE.match(code):
-        return [("table", found["name"], None)]
+        return [("table", found["name"], None, whole)]
     if found := _INDEX.match(code):
-        return [("index", found["name"], None)]
+        return [("index", found["name"], None, whole)]
     for kind, pattern in _SIMPLE.items():
         if found := pattern.match(code):
-            return [(kind, found["name"], None)]
+            return [(kind, found["name"], None, whole)]
     if found := _ALTER.match(code):
-        out: list[tuple[str, str, str | None]] = []
+        out: list[tuple[str, str, str | None, bool]] = []
         for add in _ADD_COLUMN.finditer(found["rest"]):
             if add["column"].upper() in _NOT_A_COLUMN:
                 continue
             column = f"{found['name']}.{add['column']}"
-            out.append(("column", column, " ".join(add["type"].split())))
+            out.append(("column", column, " ".join(add["type"].split()), bool(add["tolerant"])))
         return out
     return []
 
@@ -116,7 +124,7 @@ def _exists(conn: psycopg.Connection[Any], kind: str, name: str) -> bool:
         row = conn.execute(
             "SELECT EXISTS (SELECT 1 FROM pg_attribute WHERE attrelid = to_regclass(%s) "
             "AND attname = %s AND attnum > 0 AND NOT attisdropped)",
-            (table, column.strip('"')),
+            (table, _ident(column)),
         ).fetchone()
     return bool(row and row[0])
 
@@ -159,7 +167,7 @@ def _show(columns: list[tuple[str, str, bool]]) -> str:
 
 def _compare_column(conn: psycopg.Connection[Any], name: str, declared: str) -> str:
     table, column = name.rsplit(".", 1)
-    have = next((t for n, t, _ in _columns(conn, table) if n == column.strip('"')), None)
+    have = next((t for n, t, _ in _columns(conn, table) if n == _ident(column)), None)
     conn.execute("SAVEPOINT queueguard_probe")
     try:
         conn.execute(f"CREATE TEMP TABLE queueguard_probe (x {declared})")
@@ -177,21 +185,50 @@ def _compare_column(conn: psycopg.Connection[Any], name: str, declared: str) -> 
     return f"differs: it is {have}, the revision would make it {want}"
 
 
+_INDEX_PARTS = re.compile(
+    r"^CREATE\s+(?P<unique>UNIQUE\s+)?INDEX\s+(?:CONCURRENTLY\s+)?(?:IF\s+NOT\s+EXISTS\s+)?"
+    + _NAME
+    + r"\s+ON\s+(?:ONLY\s+)?(?P<table>(?:\"[^\"]+\"|[\w$]+)(?:\.(?:\"[^\"]+\"|[\w$]+))?)"
+    r"(?P<rest>.*)$",
+    re.I | re.S,
+)
+
+
 def _compare_index(conn: psycopg.Connection[Any], name: str, statement: str) -> str:
+    """Build the index the statement describes on an empty copy of its table's columns (a
+    temporary table, in a rolled-back savepoint) and compare PostgreSQL's own definitions of
+    both, names aside: textual forms differ in casts and parentheses where indexes do not."""
     row = conn.execute("SELECT pg_get_indexdef(to_regclass(%s))", (name,)).fetchone()
-    have = _normal_index(row[0] if row else "")
-    want = _normal_index(code_of(statement))
-    if have == want:
+    have = row[0] if row else ""
+    parts = _INDEX_PARTS.match(code_of(statement))
+    if parts is None:
+        return "cannot be compared: the statement was not understood"
+    conn.execute("SAVEPOINT queueguard_probe")
+    try:
+        conn.execute("SET LOCAL lock_timeout = 1000")
+        conn.execute(f"CREATE TEMP TABLE queueguard_probe (LIKE {parts['table']})")
+        unique = "UNIQUE " if parts["unique"] else ""
+        conn.execute(
+            f"CREATE {unique}INDEX queueguard_probe_index ON pg_temp.queueguard_probe"
+            + parts["rest"]
+        )
+        probe = conn.execute(
+            "SELECT pg_get_indexdef('pg_temp.queueguard_probe_index'::regclass)"
+        ).fetchone()
+        want = probe[0] if probe else ""
+    except psycopg.Error as exc:
+        return f"cannot be compared: {str(exc).splitlines()[0]}"
+    finally:
+        conn.execute("ROLLBACK TO SAVEPOINT queueguard_probe")
+    if _body(have) == _body(want):
         return "matches what it would create"
-    return f"differs: it is `{row[0] if row else '?'}`"
+    return f"differs: it is `{have}`"
 
 
-def _normal_index(text: str) -> str:
-    text = re.sub(
-        r"\bCONCURRENTLY\b|\bIF\s+NOT\s+EXISTS\b|\bUSING\s+btree\b|\bONLY\b", " ", text, flags=re.I
-    )
-    text = re.sub(r"\b\w+\.", "", text)  # schema prefixes pg_get_indexdef adds
-    return " ".join(re.sub(r"\s*([(),])\s*", r"\1", text).lower().replace('"', "").split())
+def _body(definition: str) -> str:
+    """An index definition without its name and table: `UNIQUE` and what follows USING."""
+    unique = "UNIQUE " if definition.upper().startswith("CREATE UNIQUE") else ""
+    return unique + definition.partition(" USING ")[2]
 
 
 def dropped(statement: str) -> list[tuple[str, str]]:
@@ -221,10 +258,8 @@ def found(conn: psycopg.Connection[Any], rev: ForeignRevision) -> list[Found]:
     gone: set[tuple[str, str]] = set()
     for statement in rev.statements or ():
         gone |= {_key(kind, name) for kind, name in dropped(statement)}
-        if _IF_NOT_EXISTS.search(code_of(statement)):
-            continue
-        for kind, name, detail in objects(statement):
-            if _key(kind, name) in gone or not _exists(conn, kind, name):
+        for kind, name, detail, tolerant in objects(statement):
+            if tolerant or _key(kind, name) in gone or not _exists(conn, kind, name):
                 continue
             if kind == "table":
                 verdict = _compare_table(conn, name, statement)

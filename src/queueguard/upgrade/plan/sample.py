@@ -26,6 +26,8 @@ from queueguard.upgrade.plan.bill import Size
 from queueguard.upgrade.plan.observe import Q
 
 DEFAULT_ROWS = 100_000
+#: how long pg_dump waits for a table's ACCESS SHARE lock on the target before it gives up
+DUMP_LOCK_WAIT_MS = 10_000
 APPLICATION_NAME = "queueguard-plan"
 
 
@@ -50,7 +52,14 @@ def _dump(target: str, section: str) -> str:
     done = tools.run(
         "pg_dump",
         target,
-        ["--schema-only", f"--section={section}", "--no-owner", "--no-privileges"],
+        [
+            "--schema-only",
+            f"--section={section}",
+            "--no-owner",
+            "--no-privileges",
+            # its ACCESS SHARE locks queue behind a pending ACCESS EXCLUSIVE: give up instead
+            f"--lock-wait-timeout={DUMP_LOCK_WAIT_MS}",
+        ],
     )
     if done.returncode != 0:
         raise QueueguardError(
