@@ -33,17 +33,23 @@ WHERE l.pid = pg_backend_pid() AND l.locktype = 'relation' AND l.granted
 
 -- name: backend_locks
 -- Every lock another backend (`pid`) holds or waits for, relation locks by their table's
--- name (an index counts as its table; NULL: not a table of the current schema, or not a
--- relation lock, e.g. the virtualxid a CONCURRENTLY build waits on): what an observer of
--- the online path's autocommit statements sees.
-SELECT coalesce(t.relname, c.relname)::text, l.mode, l.granted
+-- name (a valid index counts as its table; NULL: not a table of the current schema, not a
+-- relation lock — e.g. the virtualxid a CONCURRENTLY build waits on —, or an index no query
+-- can use: one a concurrent build is creating or a concurrent drop is removing takes ACCESS
+-- EXCLUSIVE on that index alone, which blocks no reader or writer of the table): what an
+-- observer of the online path's autocommit statements sees.
+SELECT CASE WHEN i.indexrelid IS NULL THEN c.relname
+            WHEN i.indisvalid AND i.indislive THEN t.relname END::text,
+       l.mode, l.granted
 FROM pg_locks AS l
 LEFT JOIN pg_class AS c
        ON c.oid = l.relation AND l.locktype = 'relation'
       AND c.relnamespace = current_schema()::regnamespace AND c.relkind IN ('r', 'p', 'i', 'I')
 LEFT JOIN pg_index AS i ON i.indexrelid = c.oid
 LEFT JOIN pg_class AS t ON t.oid = i.indrelid
-WHERE l.pid = %(pid)s;
+WHERE l.pid = %(pid)s
+  AND (l.database IS NULL OR l.database = (SELECT oid FROM pg_database
+                                           WHERE datname = current_database()));
 
 -- name: tables
 -- The current schema's tables (an observer holds a lock on each one a ceiling limits).
