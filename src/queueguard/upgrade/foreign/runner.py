@@ -187,12 +187,18 @@ def upgrade(
         report.elapsed_ms = int((time.monotonic() - started) * 1000)
         return report
     except psycopg.Error as exc:
-        if not connection_lost(exc):
-            where = f"revision {revision}" if revision else "the upgrade"
-            raise MigrationError(f"{where} stopped: {first_line(exc)}") from exc
-        raise ConnectionFailed(_lost(dsn, revision, exc)) from None
+        raise _stopped(dsn, revision, exc) from exc
     finally:
         conn.close()
+
+
+def _stopped(dsn: str, revision: str | None, exc: psycopg.Error) -> Exception:
+    """A database error no step handled, as one line: a lost server (exit 2) or the
+    revision it stopped (exit 1)."""
+    if connection_lost(exc):
+        return ConnectionFailed(_lost(dsn, revision, exc))
+    where = f"revision {revision}" if revision else "the upgrade"
+    return MigrationError(f"{where} stopped: {first_line(exc)}")
 
 
 def _lost(dsn: str, revision: str | None, exc: BaseException) -> str:
@@ -508,10 +514,7 @@ def _upgrade_alembic(
         report.elapsed_ms = int((time.monotonic() - started) * 1000)
         return report
     except psycopg.Error as exc:
-        if not connection_lost(exc):
-            where = f"revision {revision}" if revision else "the upgrade"
-            raise MigrationError(f"{where} stopped: {first_line(exc)}") from exc
-        raise ConnectionFailed(_lost(dsn, revision, exc)) from None
+        raise _stopped(dsn, revision, exc) from exc
     finally:
         lock.close()
 
