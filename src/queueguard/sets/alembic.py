@@ -53,8 +53,6 @@ READ_ONLY = "-c default_transaction_read_only=on"
 #: `alembic.op`), and the statement hooks listen on the Engine class: one env.py at a time
 #: per process (upgrade.runner has its own lock for queueguard's set, a layer above).
 _ALEMBIC = threading.Lock()
-#: transaction control in rendered SQL (Alembic's BEGIN/COMMIT around each revision)
-_CONTROL = re.compile(r"^\s*(BEGIN|COMMIT|START\s+TRANSACTION|END)\s*$", re.IGNORECASE)
 
 #: before(dbapi_connection, sql_text)
 Before = Callable[[Any, str], None]
@@ -588,7 +586,7 @@ def render(root: Path, revision_id: str) -> str | None:
     """One revision's SQL as `alembic upgrade DOWN:REV --sql` renders it (offline: no
     database), Alembic's own bookkeeping and transaction control left out; None when the
     revision cannot be rendered offline (a data migration that reads rows)."""
-    from queueguard.sets.split import split
+    from queueguard.sets.split import is_transaction_control, split
 
     migrations = load(root)
     revision = migrations.get(revision_id)
@@ -604,6 +602,6 @@ def render(root: Path, revision_id: str) -> str | None:
     kept = [
         s
         for s in split(buffer.getvalue())
-        if not is_bookkeeping(s, table) and not _CONTROL.match(s)
+        if not is_bookkeeping(s, table) and not is_transaction_control(s)
     ]
     return "".join(f"{s};\n" for s in kept)

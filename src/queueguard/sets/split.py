@@ -20,7 +20,7 @@ from bisect import bisect_right
 
 from queueguard.errors import SplitError
 
-__all__ = ["SplitError", "split", "statement_lines"]
+__all__ = ["SplitError", "code_of", "is_transaction_control", "split", "statement_lines"]
 
 # scan.l's {space}. Not str.strip()'s default set: PostgreSQL reads e.g. U+00A0 as an
 # identifier character (every byte >= 0x80 is one), so it must stay in the statement.
@@ -177,3 +177,24 @@ def _end_of_comment(text: str, start: int) -> int | None:
         if depth == 0:
             return mark.end()
     return None
+
+
+#: transaction control in a migration file: whoever applies the set owns the transaction, so
+#: these are left out (a COMMIT would end a revision's transaction half way)
+_CONTROL = re.compile(
+    r"^(BEGIN|START\s+TRANSACTION|COMMIT|END|ROLLBACK|ABORT)(\s+(WORK|TRANSACTION))?"
+    r"(\s+ISOLATION\s+LEVEL\s+.*|\s+READ\s+(WRITE|ONLY))?\s*$",
+    re.IGNORECASE | re.DOTALL,
+)
+_LEADING_COMMENTS = re.compile(r"^(\s*(--[^\n]*\n|/\*.*?\*/))*\s*", re.DOTALL)
+
+
+def code_of(statement: str) -> str:
+    """A statement without the comments before it (block comments do not nest here, which
+    is enough for a leading header)."""
+    return _LEADING_COMMENTS.sub("", statement, count=1)
+
+
+def is_transaction_control(statement: str) -> bool:
+    """BEGIN, COMMIT, ROLLBACK, … (not `BEGIN ATOMIC`, which is inside a routine's text)."""
+    return bool(_CONTROL.match(code_of(statement)))

@@ -218,25 +218,28 @@ def _progress(conn: psycopg.Connection[Any]) -> dict[str, tuple[int, str]]:
 
 
 def _begin(conn: psycopg.Connection[Any], limits: Limits, lock_timeout_ms: int) -> None:
-    """A revision transaction: the runner lock, then the revision's own timeouts.
+    """A revision transaction: the runner lock, then the revision's own timeouts."""
+    _runner_lock(conn, "runner_lock_try", limits)
+    conn.execute(f"SET LOCAL lock_timeout = {lock_timeout_ms}")
+    conn.execute(f"SET LOCAL statement_timeout = {limits.statement_timeout_ms}")
 
-    The lock is polled (`pg_try_advisory_xact_lock`, the transaction rolled back between
-    tries) rather than waited for inside a statement: a waiting statement holds a snapshot,
-    and another runner's `CREATE INDEX CONCURRENTLY` waits for every older snapshot to end
-    while that runner holds the lock — a deadlock."""
+
+def _runner_lock(conn: psycopg.Connection[Any], query: str, limits: Limits) -> None:
+    """Take the runner lock (`query`: transaction- or session-level) by polling, never by
+    waiting inside a statement: a waiting statement holds a snapshot, and another runner's
+    `CREATE INDEX CONCURRENTLY` waits for every older snapshot to end while that runner
+    holds the lock — a deadlock. Between tries the transaction, if any, is rolled back."""
     deadline = time.monotonic() + limits.runner_wait_s
     pause = 0.02
     while True:
-        row = conn.execute(Q["runner_lock_try"]).fetchone()
+        row = conn.execute(Q[query]).fetchone()
         if row and row[0]:
-            break
+            return
         conn.rollback()
         if time.monotonic() >= deadline:
             raise RunnerBusy(int(limits.runner_wait_s * 1000))
         time.sleep(pause)
         pause = min(pause * 2, 0.5)
-    conn.execute(f"SET LOCAL lock_timeout = {lock_timeout_ms}")
-    conn.execute(f"SET LOCAL statement_timeout = {limits.statement_timeout_ms}")
 
 
 def _apply(
@@ -410,7 +413,7 @@ def _outside(
     conn.autocommit = True
     began = time.perf_counter()
     try:
-        _session_lock(conn, limits)
+        _runner_lock(conn, "runner_session_lock_try", limits)
         conn.execute(f"SET lock_timeout = {limits.lock_timeout_ms}")
         conn.execute(f"SET statement_timeout = {limits.statement_timeout_ms}")
         index_name = _concurrent_index(statement)
@@ -437,22 +440,6 @@ def _outside(
             conn.execute("RESET statement_timeout")
             conn.execute(Q["runner_session_unlock"])
         conn.autocommit = False
-
-
-def _session_lock(conn: psycopg.Connection[Any], limits: Limits) -> None:
-    """The runner lock for a statement outside a transaction: session-level, polled for the
-    same reason as in `_begin` (a statement waiting for it would hold a snapshot that another
-    runner's concurrent build waits out)."""
-    deadline = time.monotonic() + limits.runner_wait_s
-    pause = 0.02
-    while True:
-        row = conn.execute(Q["runner_session_lock_try"]).fetchone()
-        if row and row[0]:
-            return
-        if time.monotonic() >= deadline:
-            raise RunnerBusy(int(limits.runner_wait_s * 1000))
-        time.sleep(pause)
-        pause = min(pause * 2, 0.5)
 
 
 def _concurrent_index(statement: str) -> str | None:
@@ -502,7 +489,7 @@ def _upgrade_alembic(
     try:
         with lock.cursor() as cursor:
             topology.refuse_standby(cursor, "upgrade")
-        _session_lock(lock, limits)
+        _runner_lock(lock, "runner_session_lock_try", limits)
         before = alembic_format.current(dsn, table)
         report = ForeignReport(fset.format, target, before)
         for rev in fset.pending(before, target):

@@ -15,7 +15,11 @@ from typing import Any
 
 import psycopg
 
+from queueguard.sets.split import code_of, is_transaction_control
+from queueguard.upgrade.plan import sample
 from queueguard.upgrade.plan.observe import Observation, diff, outside, state
+
+__all__ = ["code_of", "is_transaction_control", "traced"]
 
 NOT_IN_A_TRANSACTION = "25001"
 FOREIGN_KEY_VIOLATION = "23503"
@@ -23,24 +27,6 @@ _MISSING_PARENT = re.compile(
     r'Key \((?P<cols>[^)]*)\)=\(.*\) is not present in table "(?P<parent>[^"]+)"'
 )
 _REFERENCES = re.compile(r"REFERENCES\s+(?P<table>[\w.\"]+)\s*(\((?P<cols>[^)]*)\))?", re.I)
-#: transaction control in a migration file: the runner owns the transaction, so these are
-#: left out (a COMMIT would end the revision's transaction half way)
-_CONTROL = re.compile(
-    r"^(BEGIN|START\s+TRANSACTION|COMMIT|END|ROLLBACK|ABORT)(\s+(WORK|TRANSACTION))?"
-    r"(\s+ISOLATION\s+LEVEL\s+.*|\s+READ\s+(WRITE|ONLY))?\s*$",
-    re.IGNORECASE | re.DOTALL,
-)
-_LEADING_COMMENTS = re.compile(r"^(\s*(--[^\n]*\n|/\*.*?\*/))*\s*", re.DOTALL)
-
-
-def code_of(statement: str) -> str:
-    """The statement without the comments before it (pure; block comments do not nest here,
-    which is enough for a leading header)."""
-    return _LEADING_COMMENTS.sub("", statement, count=1)
-
-
-def is_transaction_control(statement: str) -> bool:
-    return bool(_CONTROL.match(code_of(statement)))
 
 
 class StatementFailed(Exception):
@@ -125,12 +111,7 @@ def drop_orphans(conn: psycopg.Connection[Any], exc: psycopg.Error, statement: s
     if len(parent_cols) != len(child_cols):
         return False
     schema = exc.diag.schema_name or "public"
-    on = " AND ".join(f"p.{p} = c.{c}" for c, p in zip(child_cols, parent_cols, strict=True))
-    present = " AND ".join(f"c.{c} IS NOT NULL" for c in child_cols)
-    table = f'"{schema}"."{child}"'
-    deleted = conn.execute(
-        f"DELETE FROM {table} c WHERE {present} "  # names from the server and the statement
-        f"AND NOT EXISTS (SELECT 1 FROM {parent} p WHERE {on})"
-    ).rowcount
+    table = f'"{schema}"."{child}"'  # names from the server's message and the statement
+    deleted = sample.delete_orphans(conn, table, child_cols, parent, parent_cols)
     conn.commit()
     return deleted > 0

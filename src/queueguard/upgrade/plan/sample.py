@@ -10,7 +10,7 @@ constraints load.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 
@@ -109,23 +109,37 @@ def _copy_rows(
     target.rollback()
 
 
+def delete_orphans(
+    conn: psycopg.Connection[Any],
+    child: str,
+    child_cols: Sequence[str],
+    parent: str,
+    parent_cols: Sequence[str],
+) -> int:
+    """Delete `child`'s rows whose foreign key finds no row in `parent` (names as SQL, quoted
+    where they need it); how many went. The sample's own business: the target is never
+    written."""
+    on = sql.SQL(" AND ").join(
+        sql.SQL("p.{} = c.{}").format(sql.SQL(p), sql.SQL(c))
+        for c, p in zip(child_cols, parent_cols, strict=True)
+    )
+    present = sql.SQL(" AND ").join(
+        sql.SQL("c.{} IS NOT NULL").format(sql.SQL(c)) for c in child_cols
+    )
+    statement = sql.SQL(
+        "DELETE FROM {} c WHERE {} AND NOT EXISTS (SELECT 1 FROM {} p WHERE {})"
+    ).format(sql.SQL(child), present, sql.SQL(parent), on)
+    return conn.execute(statement).rowcount
+
+
 def _prune_orphans(scratch: psycopg.Connection[Any], fks: list[tuple[Any, ...]]) -> None:
     """Delete sample rows whose foreign-key parent is not in the sample, until none is left
     (deleting a parent can orphan a grandchild)."""
     while True:
-        deleted = 0
-        for child, parent, child_cols, parent_cols in fks:
-            on = sql.SQL(" AND ").join(
-                sql.SQL("p.{} = c.{}").format(sql.SQL(p), sql.SQL(c))
-                for c, p in zip(child_cols, parent_cols, strict=True)
-            )
-            present = sql.SQL(" AND ").join(
-                sql.SQL("c.{} IS NOT NULL").format(sql.SQL(c)) for c in child_cols
-            )
-            statement = sql.SQL(
-                "DELETE FROM {} c WHERE {} AND NOT EXISTS (SELECT 1 FROM {} p WHERE {})"
-            ).format(sql.SQL(child), present, sql.SQL(parent), on)
-            deleted += scratch.execute(statement).rowcount
+        deleted = sum(
+            delete_orphans(scratch, child, child_cols, parent, parent_cols)
+            for child, parent, child_cols, parent_cols in fks
+        )
         scratch.commit()
         if not deleted:
             return
