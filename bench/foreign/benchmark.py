@@ -8,7 +8,7 @@ What it does, in one run on one server (the driver: bench/foreign/load.py):
 2. runs each case on its own clone with `--writers` threads inserting into `events` from
    before the revision starts to after it ends, and a long reader (a transaction that read
    `events`, held `--reader-s` seconds from the revision's start) where the case has one:
-   - queueguard (`upgrade(fset, dsn, limits=Limits(--lock-timeout-ms, retries=--retries))`)
+   - queueguard (`upgrade(mset, dsn, limits=Limits(--lock-timeout-ms, retries=--retries))`)
      with the reader (held past the upgrade's end if that is later): LockTimeout expected;
    - queueguard without the reader: the revision applies;
    - the same statements applied the way temporal-sql-tool applies them (an emulation:
@@ -70,15 +70,15 @@ def run(args: argparse.Namespace, admin: str) -> list[load.CaseResult]:
     databases = ScratchDatabases(admin, prefix="qg_bench")
     try:
         with tempfile.TemporaryDirectory() as folder:
-            fset = load.write_set(Path(folder) / "set")
+            mset = load.write_set(Path(folder) / "set")
             template = databases.create()
             started = time.monotonic()
-            load.build(fset, template, args.rows)
+            load.build(mset, template, args.rows)
             log(f"built {args.rows:,} events in {time.monotonic() - started:.1f}s")
             for applier, reader_s in cases:
                 dsn = databases.create(template=scratch.dbname_of(template))
                 result = load.run_case(
-                    fset, dsn, applier, reader_s=reader_s, limits=limits, writers=args.writers
+                    mset, dsn, applier, reader_s=reader_s, limits=limits, writers=args.writers
                 )
                 log(f"{result.case}: {json.dumps(result.as_json())}")
                 results.append(result)
@@ -127,7 +127,7 @@ def render(args: argparse.Namespace, server: str, meta: dict[str, Any]) -> str:
         f"(ACCESS SHARE) and stays open {args.reader_s:g} s from the revision's start. Each "
         "case on its own clone of the same database, one after the other, in the order shown.",
         "",
-        f"queueguard: `upgrade(fset, dsn, limits=Limits(lock_timeout_ms={args.lock_timeout_ms}, "
+        f"queueguard: `upgrade(mset, dsn, limits=Limits(lock_timeout_ms={args.lock_timeout_ms}, "
         f"retries={args.retries}))`; its attempts wait at most {args.lock_timeout_ms}, …, "
         f"{largest:,.0f} ms for the lock, {ladder_s(args.lock_timeout_ms, args.retries):.2f} s "
         "with the sleeps between them (`ladder_s`). temporal-sql-tool (emulated): the same "

@@ -38,7 +38,7 @@ import psycopg
 
 from queueguard import sets
 from queueguard.errors import LockTimeout
-from queueguard.sets import ForeignSet
+from queueguard.sets import MigrationSet
 from queueguard.upgrade import catalog
 from queueguard.upgrade.foreign.runner import APPLICATION_NAME, Limits, Step, upgrade
 
@@ -61,7 +61,7 @@ BASE = "1"
 INSERT = "INSERT INTO events (payload) VALUES (%s)"
 
 
-def write_set(folder: Path) -> ForeignSet:
+def write_set(folder: Path) -> MigrationSet:
     """The sqldir set in `folder` (created), loaded."""
     folder.mkdir(parents=True, exist_ok=True)
     for name, text in SET_FILES.items():
@@ -69,9 +69,9 @@ def write_set(folder: Path) -> ForeignSet:
     return sets.load(folder, "sqldir")
 
 
-def build(fset: ForeignSet, dsn: str, rows: int) -> None:
+def build(mset: MigrationSet, dsn: str, rows: int) -> None:
     """`dsn` at V1 (by queueguard, so its ledger records it) with `rows` events, analysed."""
-    upgrade(fset, dsn, to=BASE)
+    upgrade(mset, dsn, to=BASE)
     with psycopg.connect(dsn, autocommit=True) as conn:
         conn.execute(
             "INSERT INTO events (payload) SELECT g FROM generate_series(1, %s) AS g", (rows,)
@@ -79,7 +79,7 @@ def build(fset: ForeignSet, dsn: str, rows: int) -> None:
         conn.execute("VACUUM (ANALYZE) events")
 
 
-def apply_like_temporal_sql_tool(fset: ForeignSet, dsn: str, after: str | None = BASE) -> None:
+def apply_like_temporal_sql_tool(mset: MigrationSet, dsn: str, after: str | None = BASE) -> None:
     """The revisions after `after`, applied the way temporal-sql-tool applies a version's
     statements, as modelled here: each statement on its own in autocommit, no
     lock_timeout and no statement_timeout, an error whose message says "already exist(s)"
@@ -88,7 +88,7 @@ def apply_like_temporal_sql_tool(fset: ForeignSet, dsn: str, after: str | None =
     with psycopg.connect(dsn, autocommit=True, application_name=EMULATION_APPLICATION) as conn:
         conn.execute("SET lock_timeout = 0")
         conn.execute("SET statement_timeout = 0")
-        for rev in fset.pending(after, None):
+        for rev in mset.pending(after, None):
             for statement in rev.statements or ():
                 try:
                     conn.execute(statement)
@@ -257,7 +257,7 @@ class CaseResult:
 
 
 def run_case(
-    fset: ForeignSet,
+    mset: MigrationSet,
     dsn: str,
     applier: str,
     *,
@@ -287,10 +287,10 @@ def run_case(
             timer.start()
         try:
             if applier == QUEUEGUARD:
-                report = upgrade(fset, dsn, limits=limits, on_step=steps.append)
+                report = upgrade(mset, dsn, limits=limits, on_step=steps.append)
                 lock_waits = report.lock_waits
             else:
-                apply_like_temporal_sql_tool(fset, dsn)
+                apply_like_temporal_sql_tool(mset, dsn)
             outcome, applied = "applied", True
         except LockTimeout as exc:
             outcome, applied = f"LockTimeout: {exc}", False

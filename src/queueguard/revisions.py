@@ -72,7 +72,7 @@ OUR_TABLES = frozenset(
 
 
 @dataclass(frozen=True)
-class Revision:
+class RevisionFacts:
     id: str
     down_revision: str | None
     title: str
@@ -88,21 +88,21 @@ class Revision:
 
 
 @dataclass(frozen=True)
-class MigrationSet:
+class SetFacts:
     """The ordered revisions of one script directory (root to head)."""
 
     root: Path
-    revisions: tuple[Revision, ...]
+    revisions: tuple[RevisionFacts, ...]
 
     @property
     def ids(self) -> tuple[str, ...]:
         return tuple(r.id for r in self.revisions)
 
     @property
-    def head(self) -> Revision:
+    def head(self) -> RevisionFacts:
         return self.revisions[-1]
 
-    def get(self, revision: str) -> Revision:
+    def get(self, revision: str) -> RevisionFacts:
         for r in self.revisions:
             if r.id == revision:
                 return r
@@ -126,7 +126,7 @@ class MigrationSet:
             raise UsageError(f"--to takes {self.span} or head, got {to!r}")
         return target
 
-    def pending(self, current: str | None, target: str) -> list[Revision]:
+    def pending(self, current: str | None, target: str) -> list[RevisionFacts]:
         """The revisions after `current` (None: an empty database) up to `target` (an id or
         `head`)."""
         ids = self.ids
@@ -154,7 +154,7 @@ def _literals(path: Path) -> tuple[dict[str, Any], str]:
     return found, doc.strip().splitlines()[0] if doc.strip() else ""
 
 
-def load(root: Path | None = None) -> MigrationSet:
+def load(root: Path | None = None) -> SetFacts:
     """Read the script directory at `root` (default: the packaged migration set)."""
     root = Path(root) if root is not None else migrations_dir()
     folder = root / "versions"
@@ -168,7 +168,7 @@ def load(root: Path | None = None) -> MigrationSet:
         facts["title"] = title
         facts["path"] = path
         by_down.setdefault(facts.get("down_revision"), []).append(facts)
-    revisions: list[Revision] = []
+    revisions: list[RevisionFacts] = []
     parent: str | None = None
     protocol: int | None = None
     ledger = False
@@ -180,7 +180,7 @@ def load(root: Path | None = None) -> MigrationSet:
         facts = children[0]
         protocol = facts.get("protocol", protocol)
         ledger = bool(facts.get("ledger", ledger))
-        rev = Revision(
+        rev = RevisionFacts(
             id=str(facts["revision"]),
             down_revision=parent,
             title=facts["title"],
@@ -199,7 +199,7 @@ def load(root: Path | None = None) -> MigrationSet:
         raise UsageError(f"{folder}: revisions {orphans} are not on the line from the root")
     if not revisions:
         raise UsageError(f"{folder}: no revisions")
-    return MigrationSet(root, tuple(revisions))
+    return SetFacts(root, tuple(revisions))
 
 
 def _budget(facts: dict[str, Any], name: str) -> dict[str, str] | None:
@@ -218,6 +218,6 @@ def _budget(facts: dict[str, Any], name: str) -> dict[str, str] | None:
 
 
 @cache
-def packaged() -> MigrationSet:
+def packaged() -> SetFacts:
     """The migration set shipped in the package (what the runtime and the defaults use)."""
     return load()

@@ -22,9 +22,9 @@ DATA = Path(__file__).parents[1] / "sets" / "data"
 def test_rehearse_reports_each_statement_next_to_the_plan_and_leaves_the_source(
     make_db: Callable[..., str], capsys: pytest.CaptureFixture[str]
 ) -> None:
-    fset = sets.load(DATA / "temporal")
+    mset = sets.load(DATA / "temporal")
     source = make_db()
-    upgrade(fset, source, to="0.1")
+    upgrade(mset, source, to="0.1")
     with psycopg.connect(source) as conn:
         conn.execute("INSERT INTO kennels SELECT g, 'k' || g FROM generate_series(1, 20) g")
         conn.execute(
@@ -49,9 +49,9 @@ def test_rehearse_reports_each_statement_next_to_the_plan_and_leaves_the_source(
 def test_rehearse_holds_invariants_on_the_copy(
     make_db: Callable[..., str], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    fset = sets.load(DATA / "temporal")
+    mset = sets.load(DATA / "temporal")
     source = make_db()
-    upgrade(fset, source, to="0.1")
+    upgrade(mset, source, to="0.1")
     with psycopg.connect(source) as conn:
         conn.execute("INSERT INTO kennels SELECT g, 'k' || g FROM generate_series(1, 5) g")
         conn.execute("INSERT INTO dogs SELECT 1 + g % 5, g, 'd' || g FROM generate_series(1, 40) g")

@@ -56,10 +56,10 @@ def _catalog_without(dsn: str, bookkeeping: set[str]) -> Any:
     }
 
 
-def _by_hand(dsn: str, fset: sets.ForeignSet, upto: str | None = None) -> None:
+def _by_hand(dsn: str, mset: sets.MigrationSet, upto: str | None = None) -> None:
     """Each statement on its own, as a person with psql would (autocommit)."""
     with psycopg.connect(dsn, autocommit=True) as conn:
-        for rev in fset.revisions:
+        for rev in mset.revisions:
             for statement in rev.statements or ():
                 conn.execute(statement)  # type: ignore[arg-type]
             if rev.id == upto:
@@ -77,11 +77,11 @@ def _history(dsn: str) -> list[tuple[Any, ...]]:
 
 # temporal ----------------------------------------------------------------------------------
 def test_temporal_reaches_head_with_the_native_bookkeeping(make_db: Callable[..., str]) -> None:
-    fset = sets.load(DATA / "temporal")
+    mset = sets.load(DATA / "temporal")
     upgraded, by_hand = make_db(), make_db()
-    report = upgrade(fset, upgraded)
+    report = upgrade(mset, upgraded)
     assert report.applied == ["0.1", "0.2", "1.0", "1.9", "1.10"] and report.after == "1.10"
-    _by_hand(by_hand, fset)
+    _by_hand(by_hand, mset)
     assert _catalog_without(upgraded, TEMPORAL_BOOKS) == _catalog_without(by_hand, set())
     # setup-schema -v 0.0, then one row per version (versions without files included)
     expected = [(0, "0", "0.0", "", "initial version", True, True)] + [
@@ -94,7 +94,7 @@ def test_temporal_reaches_head_with_the_native_bookkeeping(make_db: Callable[...
             True,
             True,
         )
-        for prev, rev in zip(["0.0", *fset.ids], fset.revisions, strict=False)
+        for prev, rev in zip(["0.0", *mset.ids], mset.revisions, strict=False)
     ]
     assert _history(upgraded) == expected
     with psycopg.connect(upgraded) as conn:
@@ -102,21 +102,21 @@ def test_temporal_reaches_head_with_the_native_bookkeeping(make_db: Callable[...
             "SELECT version_partition, db_name = current_database(), curr_version, "
             "min_compatible_version, creation_time IS NOT NULL FROM schema_version"
         ).fetchall()
-    assert row == [(0, True, "1.10", fset.get("1.10").native["min_compatible_version"], True)]
+    assert row == [(0, True, "1.10", mset.get("1.10").native["min_compatible_version"], True)]
     assert "queueguard_progress" not in _tables(upgraded)  # nothing of ours is left
-    again = upgrade(fset, upgraded)
+    again = upgrade(mset, upgraded)
     assert again.applied == [] and _history(upgraded) == expected  # a rerun is a no-op
 
 
 @pytest.mark.parametrize("start", ["0.1", "0.2", "1.0", "1.9"])
 def test_temporal_from_every_intermediate_version(make_db: Callable[..., str], start: str) -> None:
-    fset = sets.load(DATA / "temporal")
+    mset = sets.load(DATA / "temporal")
     dsn = make_db()
-    upgrade(fset, dsn, to=start)
-    report = upgrade(fset, dsn)
+    upgrade(mset, dsn, to=start)
+    report = upgrade(mset, dsn)
     assert report.before == start and report.after == "1.10"
-    assert report.applied == list(fset.ids[fset.ids.index(start) + 1 :])
-    assert [h[2] for h in _history(dsn)] == ["0.0", *fset.ids]
+    assert report.applied == list(mset.ids[mset.ids.index(start) + 1 :])
+    assert [h[2] for h in _history(dsn)] == ["0.0", *mset.ids]
 
 
 def _copy_set(tmp_path: Path, name: str) -> Path:
@@ -133,11 +133,11 @@ def test_a_temporal_version_failing_in_its_last_statement_changes_nothing(
     (folder / "v0.2" / "indexes.sql").write_text(
         (folder / "v0.2" / "indexes.sql").read_text() + "\nALTER TABLE nowhere ADD COLUMN x int;\n"
     )
-    fset = sets.load(folder)
+    mset = sets.load(folder)
     dsn, reference = make_db(), make_db()
-    upgrade(fset, reference, to="0.1")
+    upgrade(mset, reference, to="0.1")
     with pytest.raises(MigrationError, match=r"0\.2 failed at statement .* nothing was changed"):
-        upgrade(fset, dsn)
+        upgrade(mset, dsn)
     assert catalog.fingerprint(dsn) == catalog.fingerprint(reference)
     assert [h[2] for h in _history(dsn)] == ["0.0", "0.1"]
 
@@ -145,16 +145,16 @@ def test_a_temporal_version_failing_in_its_last_statement_changes_nothing(
 def test_a_half_applied_temporal_version_is_refused_naming_its_objects(
     make_db: Callable[..., str],
 ) -> None:
-    fset = sets.load(DATA / "temporal")
+    mset = sets.load(DATA / "temporal")
     dsn = make_db()
-    upgrade(fset, dsn, to="0.1")
-    walks = fset.get("0.2").statements or ()
+    upgrade(mset, dsn, to="0.1")
+    walks = mset.get("0.2").statements or ()
     with psycopg.connect(dsn, autocommit=True) as conn:
         conn.execute(walks[0])  # type: ignore[arg-type]  # as the native tool would have
         conn.execute("CREATE INDEX walks_started_at_idx ON walks (dog_id)")  # another column
     before = catalog.fingerprint(dsn)
     with pytest.raises(HalfApplied) as caught:
-        upgrade(fset, dsn)
+        upgrade(mset, dsn)
     message = str(caught.value)
     assert "table walks exists (matches what it would create)" in message
     assert "index walks_started_at_idx exists (differs" in message
@@ -187,15 +187,15 @@ def _sqldir(tmp_path: Path) -> Path:
 def test_sqldir_resumes_a_revision_split_by_a_concurrent_build(
     make_db: Callable[..., str], tmp_path: Path
 ) -> None:
-    fset = sets.load(_sqldir(tmp_path))
-    assert fset.ids == ("1", "2", "3")  # the .down.sql file is no revision
+    mset = sets.load(_sqldir(tmp_path))
+    assert mset.ids == ("1", "2", "3")  # the .down.sql file is no revision
     dsn = make_db()
     # duplicate emails make the concurrent build fail and leave an invalid index behind
-    upgrade(fset, dsn, to="2")
+    upgrade(mset, dsn, to="2")
     with psycopg.connect(dsn, autocommit=True) as conn:
         conn.execute("UPDATE accounts SET email = 'same' WHERE id <= 2")
     with pytest.raises(MigrationError, match=r"statement 2 .*statements 1–1 stay applied"):
-        upgrade(fset, dsn)
+        upgrade(mset, dsn)
     with psycopg.connect(dsn, autocommit=True) as conn:
         valid = conn.execute(
             "SELECT indisvalid FROM pg_index WHERE indexrelid = 'accounts_email'::regclass"
@@ -208,14 +208,14 @@ def test_sqldir_resumes_a_revision_split_by_a_concurrent_build(
         conn.execute("UPDATE accounts SET email = 'a1@x' WHERE id = 1")
     # the rebuilt index is valid; the last statement fails next (empty flag), after the index
     with pytest.raises(MigrationError, match="statement 3"):
-        upgrade(fset, dsn)
+        upgrade(mset, dsn)
     with psycopg.connect(dsn, autocommit=True) as conn:
         assert conn.execute(
             "SELECT indisvalid FROM pg_index WHERE indexrelid = 'accounts_email'::regclass"
         ).fetchone() == (True,)
         assert conn.execute("SELECT statement FROM queueguard_progress").fetchall() == [(2,)]
         conn.execute("INSERT INTO flag VALUES (true)")
-    report = upgrade(fset, dsn)
+    report = upgrade(mset, dsn)
     assert report.applied == ["3"] and report.resumed == ["3"] and report.after == "3"
     with psycopg.connect(dsn) as conn:
         assert conn.execute("SELECT count(*) FROM accounts WHERE verified").fetchone() == (50,)
@@ -236,15 +236,15 @@ def test_sqldir_detects_a_file_changed_after_it_was_applied(
 def test_a_held_lock_makes_the_upgrade_give_up_with_nothing_changed(
     make_db: Callable[..., str], tmp_path: Path
 ) -> None:
-    fset = sets.load(_sqldir(tmp_path))
+    mset = sets.load(_sqldir(tmp_path))
     dsn = make_db()
-    upgrade(fset, dsn, to="2")
+    upgrade(mset, dsn, to="2")
     before = catalog.fingerprint(dsn)
     with psycopg.connect(dsn) as holder:
         holder.execute("SELECT count(*) FROM accounts")  # a long reader: ACCESS SHARE
         started = time.monotonic()
         with pytest.raises(LockTimeout, match="nothing was changed"):
-            upgrade(fset, dsn, limits=Limits(lock_timeout_ms=100, retries=2))
+            upgrade(mset, dsn, limits=Limits(lock_timeout_ms=100, retries=2))
         took = time.monotonic() - started
         holder.rollback()
     assert took < 10  # the ladder: 0.1 + 0.15 + 0.225 s of waits and two short sleeps
@@ -254,15 +254,15 @@ def test_a_held_lock_makes_the_upgrade_give_up_with_nothing_changed(
 # alembic -----------------------------------------------------------------------------------
 def test_alembic_reaches_head_and_alembic_current_agrees(make_db: Callable[..., str]) -> None:
     root = DATA / "alembic_plain"
-    fset = sets.load(root)
+    mset = sets.load(root)
     dsn = make_db()
-    report = upgrade(fset, dsn, to=fset.ids[0])
-    assert report.after == fset.ids[0]
-    report = upgrade(fset, dsn)
-    assert report.applied == list(fset.ids[1:]) and report.after == fset.ids[-1]
+    report = upgrade(mset, dsn, to=mset.ids[0])
+    assert report.after == mset.ids[0]
+    report = upgrade(mset, dsn)
+    assert report.applied == list(mset.ids[1:]) and report.after == mset.ids[-1]
     cfg = alembic_format.config(root, dsn)
     command.current(cfg)
-    assert fset.ids[-1] in cfg.stdout.getvalue()  # type: ignore[attr-defined]
+    assert mset.ids[-1] in cfg.stdout.getvalue()  # type: ignore[attr-defined]
     assert _tables(dsn) == {"item", "alembic_version"}  # nothing of ours
 
 
@@ -281,13 +281,13 @@ def test_the_cli_upgrades_a_foreign_set_and_reruns_as_a_no_op(
 
 
 def test_two_runners_at_once_apply_each_version_once(make_db: Callable[..., str]) -> None:
-    fset = sets.load(DATA / "temporal")
+    mset = sets.load(DATA / "temporal")
     dsn = make_db()
     results: list[Any] = []
 
     def run() -> None:
         try:
-            results.append(upgrade(fset, dsn))
+            results.append(upgrade(mset, dsn))
         except Exception as exc:
             results.append(exc)
 
@@ -297,8 +297,8 @@ def test_two_runners_at_once_apply_each_version_once(make_db: Callable[..., str]
     for t in threads:
         t.join()
     assert all(not isinstance(r, Exception) for r in results), results
-    assert sorted(fset.ids) == sorted(r for rep in results for r in rep.applied)
-    assert [h[2] for h in _history(dsn)] == ["0.0", *fset.ids]
+    assert sorted(mset.ids) == sorted(r for rep in results for r in rep.applied)
+    assert [h[2] for h in _history(dsn)] == ["0.0", *mset.ids]
 
 
 # every format: a failing last statement, every intermediate start, the files by hand -------
@@ -307,11 +307,11 @@ def test_a_sqldir_revision_failing_in_its_last_statement_changes_nothing(
 ) -> None:
     folder = _sqldir(tmp_path)
     (folder / "V2__flag.sql").write_text(SQLDIR["V2__flag.sql"] + "\nSELECT 1 / 0;")
-    fset = sets.load(folder)
+    mset = sets.load(folder)
     dsn, reference = make_db(), make_db()
-    upgrade(fset, reference, to="1")
+    upgrade(mset, reference, to="1")
     with pytest.raises(MigrationError, match=r"2 failed at statement 2 .*nothing was changed"):
-        upgrade(fset, dsn)
+        upgrade(mset, dsn)
     assert catalog.fingerprint(dsn) == catalog.fingerprint(reference)
     with psycopg.connect(dsn) as conn:
         ledger = conn.execute("SELECT revision FROM queueguard_sqldir_ledger").fetchall()
@@ -327,34 +327,34 @@ def test_an_alembic_revision_failing_in_its_last_statement_changes_nothing(
     last = '            {"label": name.title(), "id": id_},\n        )\n'
     assert last in second.read_text()
     second.write_text(second.read_text().replace(last, last + '    op.execute("SELECT 1 / 0")\n'))
-    fset = sets.load(root)
+    mset = sets.load(root)
     dsn, reference = make_db(), make_db()
-    upgrade(fset, reference, to=fset.ids[0])
-    upgrade(fset, dsn, to=fset.ids[0])
+    upgrade(mset, reference, to=mset.ids[0])
+    upgrade(mset, dsn, to=mset.ids[0])
     with psycopg.connect(dsn) as conn:
         conn.execute("INSERT INTO item (id, name) VALUES (100, 'a'), (101, 'b')")
     with psycopg.connect(reference) as conn:
         conn.execute("INSERT INTO item (id, name) VALUES (100, 'a'), (101, 'b')")
     with pytest.raises(MigrationError, match="division by zero"):
-        upgrade(fset, dsn)
+        upgrade(mset, dsn)
     assert catalog.fingerprint(dsn) == catalog.fingerprint(reference)
-    assert alembic_format.current(dsn, "alembic_version") == fset.ids[0]
+    assert alembic_format.current(dsn, "alembic_version") == mset.ids[0]
 
 
 @pytest.mark.parametrize("start", ["1", "2"])
 def test_sqldir_from_every_intermediate_revision_equals_the_files_by_hand(
     make_db: Callable[..., str], tmp_path: Path, start: str
 ) -> None:
-    fset = sets.load(_sqldir(tmp_path))
+    mset = sets.load(_sqldir(tmp_path))
     dsn, by_hand = make_db(), make_db()
-    upgrade(fset, dsn, to=start)
-    upgrade(fset, dsn, to="2")
+    upgrade(mset, dsn, to=start)
+    upgrade(mset, dsn, to="2")
     with psycopg.connect(dsn, autocommit=True) as conn:
         conn.execute("INSERT INTO flag VALUES (true)")  # revision 3 divides by its row count
-    report = upgrade(fset, dsn)
+    report = upgrade(mset, dsn)
     assert (report.before, report.after, report.applied) == ("2", "3", ["3"])
     with psycopg.connect(by_hand, autocommit=True) as conn:
-        for rev in fset.revisions:
+        for rev in mset.revisions:
             if rev.id == "3":
                 conn.execute("INSERT INTO flag VALUES (true)")
             for statement in rev.statements or ():
@@ -384,10 +384,10 @@ def test_a_crash_after_a_concurrent_build_before_its_progress_row_resumes(
     """The build finished, the runner died before it recorded so: the rerun finds the index
     built and valid at the recorded statement, and goes on (no "already exists" error, no
     second build)."""
-    fset = sets.load(_sqldir(tmp_path))
+    mset = sets.load(_sqldir(tmp_path))
     dsn = make_db()
-    upgrade(fset, dsn, to="2")
-    third = fset.get("3")
+    upgrade(mset, dsn, to="2")
+    third = mset.get("3")
     statements = third.statements or ()
     with psycopg.connect(dsn, autocommit=True) as conn:
         conn.execute(statements[0])  # type: ignore[arg-type]  # committed with its progress row
@@ -401,7 +401,7 @@ def test_a_crash_after_a_concurrent_build_before_its_progress_row_resumes(
         )
         conn.execute(statements[1])  # type: ignore[arg-type]  # the build, then the crash
         conn.execute("INSERT INTO flag VALUES (true)")
-    report = upgrade(fset, dsn)
+    report = upgrade(mset, dsn)
     assert report.applied == ["3"] and report.resumed == ["3"] and report.after == "3"
     with psycopg.connect(dsn) as conn:
         assert conn.execute("SELECT count(*) FROM accounts WHERE verified").fetchone() == (50,)
@@ -410,11 +410,11 @@ def test_a_crash_after_a_concurrent_build_before_its_progress_row_resumes(
 
 @pytest.mark.parametrize("start", [0, 1])
 def test_alembic_from_every_intermediate_revision(make_db: Callable[..., str], start: int) -> None:
-    fset = sets.load(DATA / "alembic_plain")
+    mset = sets.load(DATA / "alembic_plain")
     dsn = make_db()
-    upgrade(fset, dsn, to=fset.ids[start])
-    report = upgrade(fset, dsn)
-    assert report.applied == list(fset.ids[start + 1 :]) and report.after == fset.ids[-1]
+    upgrade(mset, dsn, to=mset.ids[start])
+    report = upgrade(mset, dsn)
+    assert report.applied == list(mset.ids[start + 1 :]) and report.after == mset.ids[-1]
 
 
 def test_a_revision_that_drops_and_adds_again_or_tolerates_existing_objects_is_not_half_applied(
@@ -432,12 +432,12 @@ def test_a_revision_that_drops_and_adds_again_or_tolerates_existing_objects_is_n
         "ALTER TABLE t ADD COLUMN enc varchar(16) NOT NULL DEFAULT '';\n"
         "CREATE INDEX IF NOT EXISTS t_id_enc ON t (id, enc);"
     )
-    fset = sets.load(folder)
+    mset = sets.load(folder)
     dsn = make_db()
-    upgrade(fset, dsn, to="1")
+    upgrade(mset, dsn, to="1")
     with psycopg.connect(dsn, autocommit=True) as conn:
         conn.execute("CREATE INDEX t_id_enc ON t (id)")  # IF NOT EXISTS: the revision's call
-    assert upgrade(fset, dsn).applied == ["2"]
+    assert upgrade(mset, dsn).applied == ["2"]
 
 
 def test_an_env_py_connecting_elsewhere_is_refused_before_it_runs_anything(
@@ -459,7 +459,7 @@ def test_an_env_py_connecting_elsewhere_is_refused_before_it_runs_anything(
             '        prefix="sqlalchemy.",\n',
         )
     )
-    fset = sets.load(root)
+    mset = sets.load(root)
     target, other = make_db(), make_db()
     monkeypatch.setenv(
         "QG_TEST_DATABASE_URL", alembic_format.sqlalchemy_url(target).render_as_string(False)
@@ -468,7 +468,7 @@ def test_an_env_py_connecting_elsewhere_is_refused_before_it_runs_anything(
     assert main(["plan", "--migrations", str(root), "--dsn", target]) == 2
     assert catalog.fingerprint(target) == before  # the target only read
     with pytest.raises(UsageError, match=r"env\.py connected to database"):
-        upgrade(fset, other)
+        upgrade(mset, other)
     assert catalog.fingerprint(target) == before and _tables(other) == set()
 
 
@@ -486,14 +486,14 @@ def test_a_runner_starting_during_another_ones_concurrent_build_waits_it_out(
     (folder / "V2__index.sql").write_text(
         "CREATE INDEX CONCURRENTLY big_v ON big (v);\nALTER TABLE big ADD COLUMN w int;"
     )
-    fset = sets.load(folder)
+    mset = sets.load(folder)
     dsn = make_db()
-    upgrade(fset, dsn, to="1")
+    upgrade(mset, dsn, to="1")
     results: list[Any] = []
 
     def run() -> None:
         try:
-            results.append(upgrade(fset, dsn, limits=Limits(runner_wait_s=60)))
+            results.append(upgrade(mset, dsn, limits=Limits(runner_wait_s=60)))
         except Exception as exc:
             results.append(exc)
 

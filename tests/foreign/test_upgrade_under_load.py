@@ -20,7 +20,7 @@ import pytest
 
 from bench.foreign import load
 from queueguard.pg import scratch
-from queueguard.sets import ForeignSet
+from queueguard.sets import MigrationSet
 from queueguard.upgrade.foreign.runner import Limits
 from queueguard.upgrade.runner import RETRY_GROWTH, ladder_s
 
@@ -36,12 +36,12 @@ QUEUEGUARD_BOUND_S = LARGEST_ATTEMPT_S + SLACK_S
 
 
 @pytest.fixture(scope="module")
-def events_set(tmp_path_factory: pytest.TempPathFactory) -> ForeignSet:
+def events_set(tmp_path_factory: pytest.TempPathFactory) -> MigrationSet:
     return load.write_set(Path(tmp_path_factory.mktemp("foreign-load")) / "set")
 
 
 @pytest.fixture(scope="module")
-def at_v1(pg_admin_dsn: str, events_set: ForeignSet) -> Iterator[str]:
+def at_v1(pg_admin_dsn: str, events_set: MigrationSet) -> Iterator[str]:
     """A database at V1 with ROWS events: the template each test clones."""
     with scratch.ScratchDatabases(pg_admin_dsn, prefix="qgload") as databases:
         dsn = databases.create()
@@ -50,10 +50,10 @@ def at_v1(pg_admin_dsn: str, events_set: ForeignSet) -> Iterator[str]:
 
 
 def _case(
-    make_db: Callable[..., str], at_v1: str, fset: ForeignSet, applier: str, reader: bool
+    make_db: Callable[..., str], at_v1: str, mset: MigrationSet, applier: str, reader: bool
 ) -> load.CaseResult:
     result = load.run_case(
-        fset,
+        mset,
         make_db(template=at_v1),
         applier,
         reader_s=READER_S if reader else None,
@@ -66,7 +66,7 @@ def _case(
 
 
 def test_behind_a_long_reader_queueguard_gives_up_and_writers_wait_at_most_a_lock_timeout(
-    make_db: Callable[..., str], at_v1: str, events_set: ForeignSet
+    make_db: Callable[..., str], at_v1: str, events_set: MigrationSet
 ) -> None:
     result = _case(make_db, at_v1, events_set, load.QUEUEGUARD, reader=True)
     assert not result.applied and result.outcome.startswith("LockTimeout")
@@ -78,7 +78,7 @@ def test_behind_a_long_reader_queueguard_gives_up_and_writers_wait_at_most_a_loc
 
 
 def test_without_the_reader_it_applies_and_writers_wait_at_most_its_lock_hold(
-    make_db: Callable[..., str], at_v1: str, events_set: ForeignSet
+    make_db: Callable[..., str], at_v1: str, events_set: MigrationSet
 ) -> None:
     result = _case(make_db, at_v1, events_set, load.QUEUEGUARD, reader=False)
     assert result.applied and not result.catalog_unchanged
@@ -87,7 +87,7 @@ def test_without_the_reader_it_applies_and_writers_wait_at_most_its_lock_hold(
 
 
 def test_applied_like_temporal_sql_tool_writers_wait_as_long_as_the_reader(
-    make_db: Callable[..., str], at_v1: str, events_set: ForeignSet
+    make_db: Callable[..., str], at_v1: str, events_set: MigrationSet
 ) -> None:
     result = _case(make_db, at_v1, events_set, load.EMULATION, reader=True)
     assert result.applied and not result.catalog_unchanged

@@ -101,8 +101,8 @@ def test_temporal_verifies_with_its_fresh_script_fixtures_and_invariants(
 
 
 def test_alembic_verifies_with_its_python_revisions_traced(pg_admin_dsn: str) -> None:
-    fset = sets.load(DATA / "alembic_plain")
-    report = verify(fset, pg_admin_dsn)
+    mset = sets.load(DATA / "alembic_plain")
+    report = verify(mset, pg_admin_dsn)
     assert report.ok, checks.render_text(report)
     assert [c.name for c in report.checks] == ["chain", "rerun", "bookkeeping"]
     first, _, last = report.revisions
@@ -233,8 +233,8 @@ def test_the_committed_fixture_is_what_make_fixtures_writes(pg_admin_dsn: str) -
 
 # --- the pure half ---------------------------------------------------------------------------
 def test_fixture_names() -> None:
-    fset = sets.load(TEMPORAL)
-    assert checks.fixture_files(FIXTURES, fset) == [
+    mset = sets.load(TEMPORAL)
+    assert checks.fixture_files(FIXTURES, mset) == [
         checks.FixtureFile(FIXTURES / FIXTURE, "0.2", "two-kennels", "sql")
     ]
 

@@ -300,11 +300,11 @@ def test_temporal_set_in_version_order_and_after_its_bookkeeping(
     assert _statements(doc, "1.0") == []
     assert {"walks_started_at_idx"} <= set(_statements(doc, "0.2")[1]["created"])
 
-    fset = load(DATA / "temporal")
+    mset = load(DATA / "temporal")
     with connection(empty_db) as conn:
         temporal_format.setup(conn)
         previous = temporal_format.INITIAL_VERSION
-        for revision in fset.revisions[:2]:
+        for revision in mset.revisions[:2]:
             for statement in revision.statements or ():
                 conn.execute(statement)  # type: ignore[arg-type]
             temporal_format.record(conn, revision, previous)

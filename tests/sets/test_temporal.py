@@ -25,7 +25,7 @@ import pytest
 
 from queueguard.errors import UsageError
 from queueguard.sets import temporal
-from queueguard.sets.model import ForeignSet
+from queueguard.sets.model import MigrationSet
 
 DATA = Path(__file__).parent / "data" / "temporal"
 
@@ -410,7 +410,7 @@ def test_setup_writes_what_setup_schema_v0_0_writes(conn: psycopg.Connection[Any
 def test_record_writes_what_each_update_schema_step_writes(
     conn: psycopg.Connection[Any],
 ) -> None:
-    loaded: ForeignSet = temporal.load(DATA)
+    loaded: MigrationSet = temporal.load(DATA)
     with conn.transaction():
         temporal.setup(conn)
         previous = "0.0"

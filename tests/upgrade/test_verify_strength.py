@@ -24,7 +24,7 @@ from queueguard.mutate.workspace import materialise
 from queueguard.pg.connect import connection
 from queueguard.pg.scratch import ScratchDatabases
 from queueguard.resources import migrations_dir
-from queueguard.revisions import MigrationSet
+from queueguard.revisions import SetFacts
 from queueguard.upgrade import catalog, golden, locks, manifest, rows, verify
 from queueguard.upgrade.golden import NegativeCase
 from queueguard.upgrade.online.between import Source, source_problems
@@ -121,12 +121,12 @@ def fresh(pg_admin_dsn: str) -> Iterator[tuple[ScratchDatabases, catalog.Catalog
             yield scratch, catalog.introspect(conn)
 
 
-def _copy(tmp_path: Path, edits: dict[str, str]) -> MigrationSet:
+def _copy(tmp_path: Path, edits: dict[str, str]) -> SetFacts:
     return revisions.load(materialise(migrations_dir(), tmp_path / "migrations", edits))
 
 
 def _judge(
-    fresh: tuple[ScratchDatabases, catalog.Catalog], migrations: MigrationSet, online: bool
+    fresh: tuple[ScratchDatabases, catalog.Catalog], migrations: SetFacts, online: bool
 ) -> dict[str, verify.Check]:
     scratch, fresh_catalog = fresh
     result = verify.verify_fixture(

@@ -20,7 +20,7 @@ from queueguard.pg.dsn import redact
 from queueguard.style import wants_color
 
 if TYPE_CHECKING:
-    from queueguard.revisions import MigrationSet
+    from queueguard.revisions import SetFacts
 
 Handler = Callable[[argparse.Namespace], int]
 
@@ -30,7 +30,7 @@ def _emit_json(doc: dict[str, Any]) -> None:
     print(json.dumps(doc, indent=2, default=str, ensure_ascii=False))
 
 
-def _migrations(args: argparse.Namespace) -> MigrationSet:
+def _migrations(args: argparse.Namespace) -> SetFacts:
     """The migration set `--migrations DIR` names (default: the packaged one)."""
     from queueguard import revisions
 
@@ -101,13 +101,13 @@ def _status_foreign(args: argparse.Namespace) -> int:
     bookkeeping, the head, what is pending (read only)."""
     from queueguard.upgrade.plan.planner import current_revision
 
-    fset = _foreign_set(args)
-    at = current_revision(fset, _target(args, fallback=True))
-    pending = [r.id for r in fset.pending(at)]
+    mset = _foreign_set(args)
+    at = current_revision(mset, _target(args, fallback=True))
+    pending = [r.id for r in mset.pending(at)]
     doc = {
-        "format": fset.format,
+        "format": mset.format,
         "revision": at,
-        "head": fset.head.id if fset.head else None,
+        "head": mset.head.id if mset.head else None,
         "pending": pending,
     }
     if args.json:
@@ -219,7 +219,7 @@ def _upgrade_foreign(args: argparse.Namespace) -> int:
 
     if args.sql or args.online or args.phase:
         raise UsageError("--sql and --online apply to queueguard's own migration set only")
-    fset = _foreign_set(args)
+    mset = _foreign_set(args)
     dsn = _target(args, fallback=False)
     limits = Limits(
         lock_timeout_ms=parse_duration_ms(args.lock_timeout or "5s"),
@@ -228,7 +228,7 @@ def _upgrade_foreign(args: argparse.Namespace) -> int:
     )
     if args.max_lock:
         bill = plan(
-            fset,
+            mset,
             dsn,
             to=args.to,
             scratch_admin=args.scratch_dsn,
@@ -238,7 +238,7 @@ def _upgrade_foreign(args: argparse.Namespace) -> int:
             raise LockTooLong(
                 render_over(bill) + "\nnothing was changed; --force applies it anyway"
             )
-    report = upgrade(fset, dsn, to=args.to, limits=limits)
+    report = upgrade(mset, dsn, to=args.to, limits=limits)
     if args.json:
         _emit_json(report.as_json())
         return 0
@@ -259,7 +259,7 @@ def _upgrade_foreign(args: argparse.Namespace) -> int:
     return 0
 
 
-def _upgrade_online(args: argparse.Namespace, migrations: MigrationSet) -> int:
+def _upgrade_online(args: argparse.Namespace, migrations: SetFacts) -> int:
     import signal
     import threading
 
@@ -358,9 +358,9 @@ def _verify_foreign(args: argparse.Namespace) -> int:
 
     if args.fixture:
         raise UsageError("--fixture names a golden fixture of queueguard's own set")
-    fset = _foreign_set(args)
+    mset = _foreign_set(args)
     report = verify(
-        fset,
+        mset,
         args.dsn or scratch.server_dsn(),
         fresh=Path(args.fresh) if args.fresh else None,
         fixtures=Path(args.fixtures) if args.fixtures else None,
@@ -492,9 +492,9 @@ def cmd_plan(args: argparse.Namespace) -> int:
     if args.sample_rows < 1:
         raise UsageError(f"--sample-rows must be at least 1, got {args.sample_rows}")
     max_lock = parse_duration_ms(args.max_lock) if args.max_lock else None
-    fset = _foreign_set(args)
+    mset = _foreign_set(args)
     result = plan(
-        fset,
+        mset,
         _target(args, fallback=False),
         to=args.to,
         scratch_admin=args.scratch_dsn,
@@ -537,14 +537,14 @@ def cmd_lint(args: argparse.Namespace) -> int:
     from queueguard.lint.foreign import detect_set, lint_set
     from queueguard.resources import audit_dir
 
-    fset = None
+    mset = None
     if args.migrations and args.format != "queueguard":
-        fset = _foreign_set(args)
-        fset = None if fset.format == "queueguard" else fset
+        mset = _foreign_set(args)
+        mset = None if mset.format == "queueguard" else mset
     elif len(args.paths) == 1 and not args.format:
-        fset = detect_set(Path(args.paths[0]))
-    if fset is not None:
-        foreign = lint_set(fset, dsn=_target(args, fallback=False) if args.dsn else None)
+        mset = detect_set(Path(args.paths[0]))
+    if mset is not None:
+        foreign = lint_set(mset, dsn=_target(args, fallback=False) if args.dsn else None)
         if args.json:
             _emit_json(foreign.as_json())
         elif foreign.flagged:

@@ -28,7 +28,7 @@ from queueguard.mutate.shared import Shared
 from queueguard.pg.connect import connection
 from queueguard.pg.scratch import ScratchDatabases
 from queueguard.resources import MIGRATIONS_ENV, audit_dir
-from queueguard.revisions import MigrationSet
+from queueguard.revisions import SetFacts
 from queueguard.upgrade import catalog, golden, verify
 from queueguard.upgrade.compat import build_matrix, schema_view
 from queueguard.upgrade.golden import Fixture, all_fixtures
@@ -121,7 +121,7 @@ def _first_line(text: str, limit: int = 200) -> str:
 
 def fast_verify(
     shared: Shared,
-    migrations: MigrationSet,
+    migrations: SetFacts,
     fixtures_root: Path | None,
     prefix: str,
     release: Release = ScratchDatabases.drop_all,
@@ -177,7 +177,7 @@ def fast_verify(
 
 def verify_gate(
     shared: Shared,
-    migrations: MigrationSet,
+    migrations: SetFacts,
     fixtures_root: Path | None,
     prefix: str,
     release: Release = ScratchDatabases.drop_all,
@@ -196,7 +196,7 @@ def verify_gate(
 
 
 def exact_verify_gate(
-    admin_dsn: str, migrations: MigrationSet, fixtures_root: Path | None
+    admin_dsn: str, migrations: SetFacts, fixtures_root: Path | None
 ) -> GateResult:
     """The complete `queueguard verify` (preflight and matrix included): the baseline's."""
     started = time.monotonic()

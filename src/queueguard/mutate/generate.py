@@ -15,11 +15,11 @@ from queueguard.lint.model import SqlFile
 from queueguard.mutate.model import Mutant
 from queueguard.mutate.operators import OPERATORS, Change, Operator
 from queueguard.mutate.sites import RevisionSites, Site, parse_query, revision_sites
-from queueguard.revisions import MigrationSet
+from queueguard.revisions import SetFacts
 
 
 def generate(
-    migrations: MigrationSet,
+    migrations: SetFacts,
     revision: str | None = None,
     operators: Sequence[Operator] = OPERATORS,
 ) -> list[Mutant]:

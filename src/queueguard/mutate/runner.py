@@ -34,7 +34,7 @@ from queueguard.mutate.worker import Job, Outcome, Setup
 from queueguard.mutate.workspace import Workspace
 from queueguard.pg.connect import connection
 from queueguard.pg.scratch import ScratchDatabases, drop_database
-from queueguard.revisions import MigrationSet
+from queueguard.revisions import SetFacts
 
 DEFAULT_TIMEOUT_S = 120.0
 #: Baselines run the complete verify; they get at least this long.
@@ -195,7 +195,7 @@ class Pool:
 
 
 def run(
-    migrations: MigrationSet,
+    migrations: SetFacts,
     revision: str,
     mutants: Sequence[Mutant],
     settings: Settings,
@@ -246,7 +246,7 @@ def run(
 
 
 def _baselines(
-    pool: Pool, migrations: MigrationSet, revision: str, settings: Settings, run_prefix: str
+    pool: Pool, migrations: SetFacts, revision: str, settings: Settings, run_prefix: str
 ) -> tuple[Outcome, ...]:
     rendered = rendered_files(revision_sites(migrations, revision))
     jobs = [

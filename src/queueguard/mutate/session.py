@@ -15,12 +15,12 @@ from queueguard.mutate.model import Mutant
 from queueguard.mutate.operators import OPERATORS, select
 from queueguard.mutate.sites import is_online
 from queueguard.mutate.worker import Outcome
-from queueguard.revisions import MigrationSet
+from queueguard.revisions import SetFacts
 
 
 @dataclass(frozen=True)
 class Plan:
-    migrations: MigrationSet
+    migrations: SetFacts
     revision: str
     #: every mutant of the revision (what the equivalence file is matched against)
     generated: tuple[Mutant, ...]
@@ -62,7 +62,7 @@ class Plan:
 SCOPES = ("all", "steps", "online")
 
 
-def resolve_revision(migrations: MigrationSet, revision: str | None) -> str:
+def resolve_revision(migrations: SetFacts, revision: str | None) -> str:
     if revision in (None, "head"):
         return migrations.head.id
     assert revision is not None
@@ -70,7 +70,7 @@ def resolve_revision(migrations: MigrationSet, revision: str | None) -> str:
 
 
 def plan(
-    migrations: MigrationSet,
+    migrations: SetFacts,
     revision: str | None = None,
     *,
     operators: Sequence[str] | None = None,

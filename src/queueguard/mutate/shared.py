@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from queueguard.pg.scratch import ScratchDatabases, dbname_of
-from queueguard.revisions import MigrationSet
+from queueguard.revisions import SetFacts
 from queueguard.upgrade.compat import SchemaView, schema_view
 from queueguard.upgrade.runner import upgrade
 
@@ -29,7 +29,7 @@ class Shared:
     views: tuple[SchemaView, ...]
 
 
-def prepare(databases: ScratchDatabases, migrations: MigrationSet, revision: str) -> Shared:
+def prepare(databases: ScratchDatabases, migrations: SetFacts, revision: str) -> Shared:
     """Migrate one database revision by revision up to `revision`'s predecessor, viewing
     each schema on the way; it becomes the template."""
     dsn = databases.create()

@@ -20,7 +20,7 @@ from sqlglot import exp
 
 from queueguard.lint.model import DIALECT, SqlFile, Statement, ast_table_name, table_name
 from queueguard.lint.model import quiet_sqlglot as _quiet
-from queueguard.revisions import MigrationSet
+from queueguard.revisions import SetFacts
 
 _IDENT = r'(?:"(?:[^"]|"")*"|[A-Za-z_][\w$]*)'
 _NAME = rf"{_IDENT}(?:\s*\.\s*{_IDENT})*"
@@ -241,7 +241,7 @@ def is_online(path: str) -> bool:
     return "/online/" in path
 
 
-def revision_sites(migrations: MigrationSet, revision: str) -> RevisionSites:
+def revision_sites(migrations: SetFacts, revision: str) -> RevisionSites:
     from queueguard.upgrade.manifest import online_files, step_files
 
     migrations.get(revision)  # UsageError for an unknown revision

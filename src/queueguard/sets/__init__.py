@@ -2,7 +2,7 @@
 Alembic projects and plain SQL directories.
 
 `load(DIR)` detects the format (or takes `--format`) and returns the one model the runner
-and the tracer read (`sets.model.ForeignSet`); each format is a small adapter module with
+and the tracer read (`sets.model.MigrationSet`); each format is a small adapter module with
 `detect`, `load` and `current` (the revision a database is at, read only).
 """
 
@@ -13,9 +13,9 @@ from pathlib import Path
 from types import ModuleType
 
 from queueguard.errors import UsageError
-from queueguard.sets.model import FORMATS, ForeignRevision, ForeignSet
+from queueguard.sets.model import FORMATS, MigrationSet, Revision
 
-__all__ = ["FORMATS", "ForeignRevision", "ForeignSet", "adapter", "detect", "load"]
+__all__ = ["FORMATS", "MigrationSet", "Revision", "adapter", "detect", "load"]
 
 #: the order formats are tried in: the most specific marker first (our own set is an Alembic
 #: project with a manifest.json; a Temporal folder holds vX.Y/manifest.json; .sql files last)
@@ -47,7 +47,7 @@ def detect(root: Path) -> str:
     )
 
 
-def load(root: Path | str, format_name: str | None = None) -> ForeignSet:
+def load(root: Path | str, format_name: str | None = None) -> MigrationSet:
     root = Path(root).resolve()
     name = format_name or detect(root)
     return adapter(name).load(root)  # type: ignore[no-any-return]

@@ -42,7 +42,7 @@ from queueguard.errors import ConnectionFailed, MigrationError, UsageError
 from queueguard.pg.connect import CONNECT_TIMEOUT_S
 from queueguard.pg.connect import reason as driver_reason
 from queueguard.pg.dsn import params, redact, validate, with_params
-from queueguard.sets.model import ForeignRevision, ForeignSet
+from queueguard.sets.model import MigrationSet, Revision
 
 FORMAT = "alembic"
 INI = "alembic.ini"
@@ -311,11 +311,11 @@ def version_table(root: Path, dsn: str | None = None) -> VersionTable:
             connection.rollback()
 
 
-def _revision(script: Script) -> ForeignRevision:
+def _revision(script: Script) -> Revision:
     path = Path(script.path)
     down = script.down_revision
     assert down is None or isinstance(down, str)  # a merge point was refused by _line
-    return ForeignRevision(
+    return Revision(
         id=script.revision,
         down=down,
         title=(script.doc or "").strip(),
@@ -325,14 +325,14 @@ def _revision(script: Script) -> ForeignRevision:
     )
 
 
-def load(root: Path) -> ForeignSet:
+def load(root: Path) -> MigrationSet:
     """The project's revisions, base → head, and its version table as bookkeeping (env.py is
     run in offline mode to learn it: see `version_table`)."""
     cfg = config(root, None)
     script = _script_directory(cfg)
     revisions = tuple(_revision(s) for s in _line(script, root))
     table = version_table(root)
-    return ForeignSet(
+    return MigrationSet(
         format=FORMAT,
         root=root,
         revisions=revisions,

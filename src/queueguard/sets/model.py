@@ -3,7 +3,7 @@ revisions, each a list of SQL statements (or, for Alembic, a Python revision run
 statements captured), and the format's own bookkeeping.
 
 Formats are adapters (`sets.temporal`, `sets.alembic`, `sets.sqldir`, `sets.native`): they
-read a folder into `ForeignSet` and read/write their version tables; everything that applies
+read a folder into `MigrationSet` and read/write their version tables; everything that applies
 or traces statements is shared.
 """
 
@@ -20,7 +20,7 @@ FORMATS = ("queueguard", "alembic", "temporal", "sqldir")
 
 
 @dataclass(frozen=True)
-class ForeignRevision:
+class Revision:
     """One revision of a set: `id` in the format's own spelling (`1.10`, `a1b2c3d4e5f6`,
     `0003`), applied after `down` (None: the first)."""
 
@@ -40,12 +40,12 @@ class ForeignRevision:
 
 
 @dataclass(frozen=True)
-class ForeignSet:
+class MigrationSet:
     """The revisions of one folder, first to head, and the format that reads it."""
 
     format: str
     root: Path
-    revisions: tuple[ForeignRevision, ...]
+    revisions: tuple[Revision, ...]
     #: tables the format's bookkeeping writes (left out of catalog comparisons)
     bookkeeping: frozenset[str] = frozenset()
     #: the version table of a set run by Alembic (ours: queueguard_version)
@@ -59,10 +59,10 @@ class ForeignSet:
         return tuple(r.id for r in self.revisions)
 
     @property
-    def head(self) -> ForeignRevision | None:
+    def head(self) -> Revision | None:
         return self.revisions[-1] if self.revisions else None
 
-    def get(self, revision: str) -> ForeignRevision:
+    def get(self, revision: str) -> Revision:
         for r in self.revisions:
             if r.id == revision:
                 return r
@@ -82,7 +82,7 @@ class ForeignSet:
                 return candidate
         raise UsageError(f"--to takes a revision of {self.root} ({self.span}) or head, got {to!r}")
 
-    def pending(self, current: str | None, to: str | None = None) -> list[ForeignRevision]:
+    def pending(self, current: str | None, to: str | None = None) -> list[Revision]:
         """The revisions after `current` (None: nothing applied) up to `to` (default head)."""
         target = self.resolve(to)
         if target is None:

@@ -8,20 +8,20 @@ import hashlib
 from pathlib import Path
 
 from queueguard import revisions
-from queueguard.sets.model import ForeignRevision, ForeignSet
+from queueguard.sets.model import MigrationSet, Revision
 
 
 def detect(root: Path) -> bool:
     return all((root / name).exists() for name in ("manifest.json", "versions", "env.py", "sql"))
 
 
-def load(root: Path) -> ForeignSet:
+def load(root: Path) -> MigrationSet:
     mset = revisions.load(root)
     found = []
     for rev in mset.revisions:
         path = root / "versions" / f"{rev.id}.py"
         found.append(
-            ForeignRevision(
+            Revision(
                 id=rev.id,
                 down=rev.down_revision,
                 title=rev.title,
@@ -31,6 +31,6 @@ def load(root: Path) -> ForeignSet:
             )
         )
     bookkeeping = frozenset({revisions.VERSION_TABLE, "queueguard_migrations"})
-    return ForeignSet(
+    return MigrationSet(
         "queueguard", root, tuple(found), bookkeeping, version_table=revisions.VERSION_TABLE
     )

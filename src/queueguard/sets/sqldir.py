@@ -21,7 +21,7 @@ import psycopg
 from queueguard.errors import UsageError
 from queueguard.pg.sqlfiles import queries
 from queueguard.sets import split
-from queueguard.sets.model import ForeignRevision, ForeignSet
+from queueguard.sets.model import MigrationSet, Revision
 
 Q = queries("queueguard.sets", "sqldir.sql")
 #: our ledger: which files were applied, with their checksum (tamper detection)
@@ -60,7 +60,7 @@ def detect(root: Path) -> bool:
     return any(p.is_file() for p in root.glob("*.sql"))
 
 
-def load(root: Path) -> ForeignSet:
+def load(root: Path) -> MigrationSet:
     found: dict[tuple[int, ...], tuple[str, str, Path]] = {}
     for path in sorted(p for p in root.glob("*.sql") if p.is_file()):
         parsed = _version_of(path)
@@ -73,13 +73,13 @@ def load(root: Path) -> ForeignSet:
         found[key] = (version, title, path)
     if not found:
         raise UsageError(f"{root}: no .sql migration files")
-    revisions: list[ForeignRevision] = []
+    revisions: list[Revision] = []
     down: str | None = None
     for key in sorted(found):
         version, title, path = found[key]
         raw = path.read_bytes()
         revisions.append(
-            ForeignRevision(
+            Revision(
                 id=version,
                 down=down,
                 title=title or path.name,
@@ -89,7 +89,7 @@ def load(root: Path) -> ForeignSet:
             )
         )
         down = version
-    return ForeignSet("sqldir", root, tuple(revisions), frozenset({LEDGER}), order=order)
+    return MigrationSet("sqldir", root, tuple(revisions), frozenset({LEDGER}), order=order)
 
 
 def applied(conn: psycopg.Connection[Any]) -> dict[str, str]:
@@ -110,18 +110,18 @@ def ensure_ledger(conn: psycopg.Connection[Any]) -> None:
     conn.execute(Q["create_ledger"])
 
 
-def record(conn: psycopg.Connection[Any], revision: ForeignRevision) -> None:
+def record(conn: psycopg.Connection[Any], revision: Revision) -> None:
     """The ledger row of one applied file (the caller's transaction)."""
     conn.execute(Q["record"], {"revision": revision.id, "checksum": revision.checksum})
 
 
-def tampered(conn: psycopg.Connection[Any], fset: ForeignSet) -> list[str]:
+def tampered(conn: psycopg.Connection[Any], mset: MigrationSet) -> list[str]:
     """Applied files whose bytes changed since, or that the folder no longer has."""
     found = []
-    known = {r.id: r for r in fset.revisions}
+    known = {r.id: r for r in mset.revisions}
     for revision, checksum in sorted(applied(conn).items(), key=lambda kv: order(kv[0])):
         if revision not in known:
-            found.append(f"{revision}: applied, but {fset.root} no longer has it")
+            found.append(f"{revision}: applied, but {mset.root} no longer has it")
         elif known[revision].checksum != checksum:
             found.append(f"{known[revision].files[0].name}: changed since it was applied")
     return found

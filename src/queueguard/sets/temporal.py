@@ -33,7 +33,7 @@ import psycopg
 
 from queueguard.errors import UsageError
 from queueguard.pg.sqlfiles import queries
-from queueguard.sets.model import ForeignRevision, ForeignSet
+from queueguard.sets.model import MigrationSet, Revision
 from queueguard.sets.split import split
 
 FORMAT = "temporal"
@@ -246,7 +246,7 @@ def _checksum(manifest_bytes: bytes, files: list[tuple[Path, Path]]) -> str:
     return digest.hexdigest()
 
 
-def _revision(folder: Path, down: str | None, manifest: Manifest, raw: bytes) -> ForeignRevision:
+def _revision(folder: Path, down: str | None, manifest: Manifest, raw: bytes) -> Revision:
     where = str(folder / MANIFEST)
     files = [_listed(folder, name, where) for name in manifest.files]
     statements = _statements([path for path, _ in files], manifest, where)
@@ -256,7 +256,7 @@ def _revision(folder: Path, down: str | None, manifest: Manifest, raw: bytes) ->
         "manifest_md5": manifest.md5,
         "manifest": folder / MANIFEST,
     }
-    return ForeignRevision(
+    return Revision(
         id=manifest.curr_version,
         down=down,
         title=manifest.description,
@@ -297,18 +297,18 @@ def _manifests(root: Path) -> list[tuple[Path, Manifest, bytes]]:
     return found
 
 
-def load(root: Path) -> ForeignSet:
+def load(root: Path) -> MigrationSet:
     """The set in `root` (or `root/versioned`), first version to head."""
     folder = _versions_root(root)
     manifests = _manifests(folder)
     if not manifests:
         raise UsageError(f"{root}: no version folders v<major>.<minor> holding {MANIFEST}")
-    revisions: list[ForeignRevision] = []
+    revisions: list[Revision] = []
     down: str | None = None
     for path, manifest, raw in manifests:
         revisions.append(_revision(path, down, manifest, raw))
         down = manifest.curr_version
-    return ForeignSet(
+    return MigrationSet(
         format=FORMAT,
         root=folder,
         revisions=tuple(revisions),
@@ -375,7 +375,7 @@ def _record_statements(
     ]
 
 
-def record_statements(revision: ForeignRevision, previous: str) -> list[tuple[str, dict[str, Any]]]:
+def record_statements(revision: Revision, previous: str) -> list[tuple[str, dict[str, Any]]]:
     """What one update-schema step writes after the version's statements
     (UpdateTask.updateSchemaVersion): the schema_version upsert, then one history row from
     `previous` (the version the database was at) to `revision`."""
@@ -389,7 +389,7 @@ def record_statements(revision: ForeignRevision, previous: str) -> list[tuple[st
     )
 
 
-def record(conn: Conn, revision: ForeignRevision, previous: str) -> None:
+def record(conn: Conn, revision: Revision, previous: str) -> None:
     """Write one update-schema step's bookkeeping, nothing else."""
     for sql, params in record_statements(revision, previous):
         conn.execute(sql, params)

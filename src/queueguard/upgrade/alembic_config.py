@@ -13,7 +13,7 @@ from sqlalchemy.pool import NullPool
 from queueguard.pg.connect import CONNECT_TIMEOUT_S
 from queueguard.pg.dsn import validate
 from queueguard.resources import migrations_dir
-from queueguard.revisions import MigrationSet
+from queueguard.revisions import SetFacts
 
 UPGRADE_APPLICATION_NAME = "queueguard-upgrade"
 
@@ -35,7 +35,7 @@ def engine_for(dsn: str, application_name: str = UPGRADE_APPLICATION_NAME) -> sa
     return sa.create_engine("postgresql+psycopg://", creator=creator, poolclass=NullPool)
 
 
-def config(migrations: MigrationSet | None = None, **attributes: Any) -> Config:
+def config(migrations: SetFacts | None = None, **attributes: Any) -> Config:
     """An Alembic Config on a migration set's script directory (default: the packaged one;
     no alembic.ini needed)."""
     # Alembic's own messages go to a buffer, not sys.stdout (swapping sys.stdout is not

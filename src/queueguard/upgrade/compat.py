@@ -27,7 +27,7 @@ from typing import Any, Literal
 from queueguard import revisions
 from queueguard.pg.connect import connection
 from queueguard.pg.scratch import ScratchDatabases
-from queueguard.revisions import MigrationSet
+from queueguard.revisions import SetFacts
 from queueguard.stores import schema
 from queueguard.upgrade import catalog as catalog_mod
 from queueguard.upgrade.legacy.catalog import StatementCatalog, all_catalogs
@@ -262,7 +262,7 @@ def build_matrix(
     views: Iterable[SchemaView],
     catalogs: Iterable[StatementCatalog] | None = None,
     bumps: Mapping[str, str] | None = None,
-    migrations: MigrationSet | None = None,
+    migrations: SetFacts | None = None,
 ) -> Matrix:
     migrations = migrations or revisions.packaged()
     views = sorted(views, key=lambda v: v.revision)
@@ -294,7 +294,7 @@ def build_matrix(
 def matrix_on_server(
     admin_dsn: str,
     databases: ScratchDatabases | None = None,
-    migrations: MigrationSet | None = None,
+    migrations: SetFacts | None = None,
 ) -> Matrix:
     """Migrate one scratch database per revision on the server, introspect, build, drop."""
     migrations = migrations or revisions.packaged()

@@ -34,7 +34,7 @@ from psycopg.rows import TupleRow
 
 from queueguard.errors import LockTimeout, QueueguardError
 from queueguard.pg.connect import connect, connection
-from queueguard.revisions import MigrationSet, Revision
+from queueguard.revisions import RevisionFacts, SetFacts
 from queueguard.upgrade import locks
 from queueguard.upgrade.checksums import fingerprint
 from queueguard.upgrade.runner import ladder_s, upgrade
@@ -93,7 +93,7 @@ class Outcome:
         )
 
 
-def target(migrations: MigrationSet, revision: str) -> tuple[Revision, str, str] | None:
+def target(migrations: SetFacts, revision: str) -> tuple[RevisionFacts, str, str] | None:
     """The first revision after `revision` with a lock budget, the table it locks hardest,
     and the mode that makes that lock wait (None: no pending revision locks anything)."""
     for pending in migrations.pending(revision, migrations.head.id):
@@ -104,7 +104,7 @@ def target(migrations: MigrationSet, revision: str) -> tuple[Revision, str, str]
     return None
 
 
-def probe(dsn: str, migrations: MigrationSet, revision: str) -> Outcome | None:
+def probe(dsn: str, migrations: SetFacts, revision: str) -> Outcome | None:
     """On `dsn` (a scratch copy at `revision`; upgraded here up to the probed revision's
     predecessor): hold the conflicting lock, upgrade, compare."""
     found = target(migrations, revision)

@@ -22,7 +22,7 @@ from queueguard import revisions, snapshot
 from queueguard.pg import scratch, tools
 from queueguard.pg.connect import connection
 from queueguard.resources import fixtures_dir
-from queueguard.revisions import MigrationSet
+from queueguard.revisions import SetFacts
 from queueguard.snapshot import relocation
 from queueguard.upgrade import catalog, golden, rows, state
 from queueguard.upgrade.dumps import normalise_dump
@@ -39,7 +39,7 @@ def pg_dump(dsn: str) -> str:
     return normalise_dump(dumped.stdout.decode())
 
 
-def build(name: str, admin: str, out_dir: Path, migrations: MigrationSet | None = None) -> None:
+def build(name: str, admin: str, out_dir: Path, migrations: SetFacts | None = None) -> None:
     spec = FIXTURES[name]
     folder = out_dir / name
     folder.mkdir(parents=True, exist_ok=True)
@@ -118,7 +118,7 @@ def _write_json(path: Path, doc: Any) -> None:
     path.write_text(json.dumps(doc, indent=2, ensure_ascii=False, sort_keys=True) + "\n")
 
 
-def head_catalog(admin: str, out_dir: Path, migrations: MigrationSet | None = None) -> None:
+def head_catalog(admin: str, out_dir: Path, migrations: SetFacts | None = None) -> None:
     """Freeze the head schema's catalog (verify compares every upgrade with it)."""
     with scratch.ScratchDatabases(admin, prefix="qg_gen") as databases:
         dsn = databases.create()
@@ -126,7 +126,7 @@ def head_catalog(admin: str, out_dir: Path, migrations: MigrationSet | None = No
         _write_json(out_dir / golden.HEAD_CATALOG, catalog.document(catalog.introspect(dsn)))
 
 
-def generate(out_dir: Path, migrations: MigrationSet | None = None) -> None:
+def generate(out_dir: Path, migrations: SetFacts | None = None) -> None:
     admin = scratch.server_dsn("embedded")
     for name in FIXTURES:
         build(name, admin, out_dir, migrations)

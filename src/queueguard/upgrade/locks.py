@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from queueguard.pg.sqlfiles import queries
-from queueguard.revisions import LOCK_MODES, MigrationSet
+from queueguard.revisions import LOCK_MODES, SetFacts
 
 Q = queries("queueguard.upgrade", "locks.sql")
 MODES = LOCK_MODES
@@ -150,7 +150,7 @@ def above_ceiling(ceiling: Mapping[str, str], held: Mapping[str, str]) -> list[V
     ]
 
 
-def markdown(migrations: MigrationSet) -> str:
+def markdown(migrations: SetFacts) -> str:
     """The lock budgets of a migration set as the docs' table (docs/migrations.md)."""
     lines = ["| revision | locks on tables that existed before it (its budget) |", "|---|---|"]
     for revision in migrations.revisions:

@@ -34,7 +34,7 @@ from queueguard.errors import ConnectionFailed, UsageError
 from queueguard.pg.connect import connect
 from queueguard.pg.dsn import redact
 from queueguard.pg.sqlfiles import queries
-from queueguard.revisions import VERSION_TABLE, MigrationSet
+from queueguard.revisions import VERSION_TABLE, SetFacts
 from queueguard.stores import schema
 from queueguard.style import SEVERITY, paint
 from queueguard.upgrade import audit, locks, topology
@@ -119,7 +119,7 @@ def preflight(
     lock_timeout_ms: int = 5000,
     statement_timeout_ms: int = 60000,
     samples: int = 10,
-    migrations: MigrationSet | None = None,
+    migrations: SetFacts | None = None,
     pooled: bool = False,
 ) -> PreflightReport:
     """Audit the database at `dsn` for an upgrade to `target`; see the module docstring.
@@ -159,7 +159,7 @@ def _finding_order(f: Finding) -> tuple[int, int, str, str]:
 
 # the transaction -----------------------------------------------------------------------------
 def _audit(
-    conn: psycopg.Connection[TupleRow], migrations: MigrationSet, target: str, limits: Limits
+    conn: psycopg.Connection[TupleRow], migrations: SetFacts, target: str, limits: Limits
 ) -> tuple[str | None, list[Finding]]:
     with conn.cursor() as cur:
         cur.execute(BEGIN)
@@ -190,7 +190,7 @@ def _set_local(cur: Cursor, target: str, limits: Limits, protocol: int | None = 
 
 
 def _run(
-    cur: Cursor, migrations: MigrationSet, target: str, limits: Limits
+    cur: Cursor, migrations: SetFacts, target: str, limits: Limits
 ) -> tuple[str | None, list[Finding]]:
     # The catalog first (no table lock), then the version table under the same bounds.
     tables, failure = _guarded(cur, "pg_catalog", limits, lambda: schema.read_tables(cur))
@@ -243,7 +243,7 @@ def _run(
 
 
 def classify(
-    state: schema.SchemaState, target: str, migrations: MigrationSet
+    state: schema.SchemaState, target: str, migrations: SetFacts
 ) -> tuple[str | None, list[Finding], list[str]]:
     """(revision, schema findings, pending revisions) of a database's schema state.
 

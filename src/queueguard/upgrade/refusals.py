@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from queueguard.errors import QueueguardError
 from queueguard.pg.connect import connection
-from queueguard.revisions import MigrationSet
+from queueguard.revisions import SetFacts
 from queueguard.upgrade import online
 from queueguard.upgrade.checksums import fingerprint
 from queueguard.upgrade.golden import NegativeCase
@@ -66,9 +66,7 @@ def problems(case: NegativeCase, attempts: list[Attempt]) -> list[str]:
     return found
 
 
-def run_case(
-    dsn: str, case: NegativeCase, migrations: MigrationSet, online_path: bool
-) -> list[str]:
+def run_case(dsn: str, case: NegativeCase, migrations: SetFacts, online_path: bool) -> list[str]:
     """Patch `dsn` (a copy of the base fixture) with the case, then hand it to each path."""
     with connection(dsn) as conn:
         conn.execute(case.sql)  # no parameters: `%` in the patch is left alone

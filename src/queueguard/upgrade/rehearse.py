@@ -23,7 +23,7 @@ from queueguard.pg.connect import connection
 from queueguard.pg.dsn import params as dsn_params
 from queueguard.pg.dsn import redact
 from queueguard.pg.scratch import ScratchDatabases
-from queueguard.revisions import MigrationSet
+from queueguard.revisions import SetFacts
 from queueguard.snapshot.relocation import UNVERSIONED, directives
 from queueguard.stores import schema
 from queueguard.upgrade import state
@@ -99,7 +99,7 @@ def copy_database(source_dsn: str, databases: ScratchDatabases) -> tuple[str, st
 
 
 def rehearse(
-    source_dsn: str, scratch_admin: str | None = None, migrations: MigrationSet | None = None
+    source_dsn: str, scratch_admin: str | None = None, migrations: SetFacts | None = None
 ) -> Rehearsal:
     """Upgrade a copy of the database at `source_dsn` (on `scratch_admin`'s server, default the
     source's) and check the conservation laws; the copy is always dropped."""

@@ -21,7 +21,7 @@ from psycopg import sql
 from psycopg.rows import TupleRow
 
 from queueguard.pg.sqlfiles import queries
-from queueguard.revisions import MigrationSet
+from queueguard.revisions import SetFacts
 from queueguard.upgrade import manifest
 
 Q = queries("queueguard.upgrade", "rows.sql")
@@ -77,7 +77,7 @@ def _value(column: str, stamp: bool, since: datetime | None) -> sql.Composable:
 MANIFEST = "<manifest>"
 
 
-def export_upgraded(conn: Conn, since: datetime, migrations: MigrationSet) -> Doc:
+def export_upgraded(conn: Conn, since: datetime, migrations: SetFacts) -> Doc:
     """`export` of a database upgraded with `migrations` after `since`: the ledger's hashes
     that equal the migration set's own are written as MANIFEST."""
     own = {manifest.revision_sha256(r, migrations.root): MANIFEST for r in migrations.ids}

@@ -43,7 +43,7 @@ from queueguard.pg.connect import connection_lost
 from queueguard.pg.connect import reason as driver_reason
 from queueguard.pg.dsn import redact
 from queueguard.pg.sqlfiles import queries
-from queueguard.revisions import VERSION_TABLE, MigrationSet
+from queueguard.revisions import VERSION_TABLE, SetFacts
 from queueguard.stores import schema
 from queueguard.upgrade import audit, manifest, topology
 from queueguard.upgrade.alembic_config import config, engine_for
@@ -89,7 +89,7 @@ class UpgradeReport:
 
 
 def render_sql(
-    to: str = "head", start: str | None = None, migrations: MigrationSet | None = None
+    to: str = "head", start: str | None = None, migrations: SetFacts | None = None
 ) -> str:
     """The SQL an upgrade would run, without connecting (for DBA review)."""
     migrations = migrations or revisions.packaged()
@@ -138,7 +138,7 @@ def upgrade(
     force: bool = False,
     progress: bool = True,
     runner_wait_s: float = RUNNER_WAIT_S,
-    migrations: MigrationSet | None = None,
+    migrations: SetFacts | None = None,
     pooled: bool = False,
 ) -> UpgradeReport:
     """Upgrade the database at `dsn` to `to`; see the module docstring."""
@@ -283,7 +283,7 @@ def rollout(cursor: Any) -> tuple[str, str] | None:
     return (str(row[0]), str(row[1])) if row else None
 
 
-def _refuse_unknown(state: schema.SchemaState, migrations: MigrationSet) -> None:
+def _refuse_unknown(state: schema.SchemaState, migrations: SetFacts) -> None:
     """An unversioned database or a revision this migration set does not know: refuse."""
     if state.versions is not None and not state.empty and not migrations.knows(state.revision):
         found = state.revision or ", ".join(state.versions) or "no row"
@@ -312,7 +312,7 @@ def _refuse_older_hosts(conn: sa.Connection, target: str, protocol: int) -> None
 
 def _apply_with_retries(
     conn: sa.Connection,
-    migrations: MigrationSet,
+    migrations: SetFacts,
     revision: str,
     lock_timeout_ms: int,
     statement_timeout_ms: int,
@@ -373,5 +373,5 @@ def _apply_with_retries(
     raise AssertionError("unreachable")
 
 
-def script_heads(migrations: MigrationSet | None = None) -> list[str]:
+def script_heads(migrations: SetFacts | None = None) -> list[str]:
     return list(ScriptDirectory.from_config(config(migrations)).get_heads())

@@ -7,14 +7,14 @@ from typing import Any
 from queueguard import revisions
 from queueguard.pg.connect import connection
 from queueguard.pg.sqlfiles import queries
-from queueguard.revisions import MigrationSet
+from queueguard.revisions import SetFacts
 from queueguard.stores import schema
 from queueguard.upgrade import manifest
 
 Q = queries("queueguard.upgrade", "inspect.sql")
 
 
-def status(dsn: str, migrations: MigrationSet | None = None) -> dict[str, Any]:
+def status(dsn: str, migrations: SetFacts | None = None) -> dict[str, Any]:
     """Revision, protocol, queue and row counts, and drift of applied revision hashes
     against the migration set (default: the packaged one)."""
     migrations = migrations or revisions.packaged()
@@ -53,7 +53,7 @@ def status(dsn: str, migrations: MigrationSet | None = None) -> dict[str, Any]:
     return result
 
 
-def rollout_status(conn: Any, migrations: MigrationSet) -> dict[str, Any] | None:
+def rollout_status(conn: Any, migrations: SetFacts) -> dict[str, Any] | None:
     """The online rollout in progress: phase, progress (rows migrated, rows left) and an
     ETA from the migrate rate so far; None when there is none."""
     from queueguard.upgrade.online.session import statements

@@ -46,7 +46,7 @@ def _progress(message: str) -> None:
         print(f"  {message}", file=sys.stderr, flush=True)
 
 
-def _migration_set() -> revisions.MigrationSet:
+def _migration_set() -> revisions.SetFacts:
     """The migration set Alembic is running (its script directory: --migrations DIR)."""
     return revisions.load(Path(context.config.get_main_option("script_location") or ""))
 
@@ -90,7 +90,7 @@ def apply(revision: str) -> None:
     context.config.attributes.setdefault("applied", []).append(revision)
 
 
-def _exclusive(facts: revisions.Revision, lock_ms: int) -> None:
+def _exclusive(facts: revisions.RevisionFacts, lock_ms: int) -> None:
     """One runner per revision: the transaction-scoped runner lock (waiting at most the
     runner's wait), then the version row re-read under it. A runner that lost the race finds
     the revision applied and stops before changing anything (AlreadyApplied). Every setting
@@ -119,7 +119,7 @@ def _exclusive(facts: revisions.Revision, lock_ms: int) -> None:
         raise AlreadyApplied(facts.id, found)
 
 
-def _enforce_budget(facts: revisions.Revision, existing: dict[int, str]) -> None:
+def _enforce_budget(facts: revisions.RevisionFacts, existing: dict[int, str]) -> None:
     """The locks this transaction holds must be exactly the revision's budget; otherwise
     the revision rolls back whole (nothing changed), naming table, mode and budget."""
     with _raw().cursor() as cursor:
@@ -147,7 +147,7 @@ def _raw() -> Any:
     return op.get_bind().connection.dbapi_connection
 
 
-def _guard(facts: revisions.Revision, offline: bool) -> None:
+def _guard(facts: revisions.RevisionFacts, offline: bool) -> None:
     """The audit checks of the revision before this one, re-run under this one's locks."""
     revision, previous = facts.id, facts.down_revision
     if previous is None:
@@ -173,7 +173,7 @@ def _guard(facts: revisions.Revision, offline: bool) -> None:
     )
 
 
-def _record_ledger(migrations: revisions.MigrationSet, revision: str, offline: bool) -> None:
+def _record_ledger(migrations: revisions.SetFacts, revision: str, offline: bool) -> None:
     statement = sa.text(
         "INSERT INTO queueguard_migrations (revision, sha256) VALUES (:revision, :sha256) "
         "ON CONFLICT (revision) DO NOTHING"

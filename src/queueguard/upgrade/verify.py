@@ -29,7 +29,7 @@ from queueguard import revisions, snapshot
 from queueguard.errors import QueueguardError
 from queueguard.pg.connect import connection
 from queueguard.pg.scratch import ScratchDatabases, dbname_of
-from queueguard.revisions import MigrationSet
+from queueguard.revisions import SetFacts
 from queueguard.style import paint
 from queueguard.upgrade import (
     audit,
@@ -130,7 +130,7 @@ def _clock(dsn: str) -> datetime:
         return rows.clock(conn)
 
 
-def _whole(dsn: str, since: datetime, migrations: MigrationSet) -> rows.Doc:
+def _whole(dsn: str, since: datetime, migrations: SetFacts) -> rows.Doc:
     with connection(dsn) as conn:
         return rows.export_upgraded(conn, since, migrations)
 
@@ -150,7 +150,7 @@ def verify_fixture(
     scratch: ScratchDatabases,
     fresh_catalog: Any,
     preflight: Callable[[str], tuple[bool, str]] | None,
-    migrations: MigrationSet,
+    migrations: SetFacts,
     frozen_catalog: dict[str, Any] | None = None,
     *,
     online_only: bool = False,
@@ -233,7 +233,7 @@ def _offline_checks(
     exported: tuple[dict[str, Any], rows.Doc],
     fresh_catalog: Any,
     frozen_catalog: dict[str, Any] | None,
-    migrations: MigrationSet,
+    migrations: SetFacts,
 ) -> Iterator[Check]:
     """golden, rows, catalog, frozen, invariants, idempotent, stepwise, fence, one at a time
     (a caller may stop at the first that fails): `db` is the fixture upgraded offline,
@@ -276,7 +276,7 @@ def _offline_checks(
         yield _refusals(fixture, scratch, template_name, migrations)
 
 
-def _contention(fixture: Fixture, db: str, migrations: MigrationSet) -> Check:
+def _contention(fixture: Fixture, db: str, migrations: SetFacts) -> Check:
     """While another session holds a lock the next revision needs, upgrade gives up with
     LockTimeout within its ladder and changes nothing (`upgrade.contention`)."""
     outcome = contention.probe(db, migrations, fixture.revision)
@@ -287,7 +287,7 @@ def _contention(fixture: Fixture, db: str, migrations: MigrationSet) -> Check:
 
 
 def _refusals(
-    fixture: Fixture, scratch: ScratchDatabases, template: str, migrations: MigrationSet
+    fixture: Fixture, scratch: ScratchDatabases, template: str, migrations: SetFacts
 ) -> Check:
     """Each negative case (the fixture broken one defect at a time) is refused by `upgrade`
     and by the online path's expand, with a typed error naming the finding, and the database
@@ -319,7 +319,7 @@ def _rows_check(expected: rows.Doc | None, actual: rows.Doc) -> Check:
     return Check("rows", not found, "\n".join(found) or f"{total} rows, every column")
 
 
-def _invariants(db: str, migrations: MigrationSet) -> Check:
+def _invariants(db: str, migrations: SetFacts) -> Check:
     """The upgraded database passes the checks that apply to the head revision (the state the
     head guarantees: e.g. keys equal to their components, every task with its directive,
     counters at or above the highest ids): a migration that breaks one fails here even where
@@ -361,7 +361,7 @@ def _online_path(
     template: str,
     offline_db: str,
     fresh_catalog: Any,
-    migrations: MigrationSet,
+    migrations: SetFacts,
     fail_fast: bool = False,
 ) -> Check:
     """The online path (expand, migrate in batches of two rows, contract) reaches the offline
@@ -439,7 +439,7 @@ def _rows(dsn: str, sql: str) -> list[tuple[Any, ...]]:
         return conn.execute(sql).fetchall()
 
 
-def _fence(fixture: Fixture, db: str, migrations: MigrationSet) -> Check:
+def _fence(fixture: Fixture, db: str, migrations: SetFacts) -> Check:
     """Legacy workers around a forced upgrade of `db` all fail, and change nothing."""
     probe = legacy.probe_fence(
         db,
@@ -450,12 +450,12 @@ def _fence(fixture: Fixture, db: str, migrations: MigrationSet) -> Check:
     return Check("fence", probe.ok, probe.detail)
 
 
-def preflight_check(migrations: MigrationSet) -> Callable[[str], tuple[bool, str]]:
+def preflight_check(migrations: SetFacts) -> Callable[[str], tuple[bool, str]]:
     """verify's preflight step: no blocking finding before the upgrade."""
     return lambda dsn: _preflight(dsn, migrations)
 
 
-def _preflight(dsn: str, migrations: MigrationSet) -> tuple[bool, str]:
+def _preflight(dsn: str, migrations: SetFacts) -> tuple[bool, str]:
     report = run_preflight(dsn, migrations=migrations)
     blocking = [f for f in report.findings if f.severity == "blocking"]
     warnings = [f.code for f in report.findings if f.severity == "warning"]
@@ -472,7 +472,7 @@ def verify(
     names: list[str] | None = None,
     preflight: Callable[[str], tuple[bool, str]] | Literal["default"] | None = "default",
     progress: Callable[[str], None] | None = None,
-    migrations: MigrationSet | None = None,
+    migrations: SetFacts | None = None,
     fixtures_root: Path | None = None,
 ) -> VerifyReport:
     """Run upgrade CI against the named fixtures (all by default) on the server at admin_dsn.

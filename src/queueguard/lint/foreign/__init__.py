@@ -20,16 +20,16 @@ from queueguard import sets
 from queueguard.errors import QueueguardError, UsageError
 from queueguard.lint import squawk
 from queueguard.lint.foreign import rank
-from queueguard.lint.foreign.report import Flagged, ForeignReport
+from queueguard.lint.foreign.report import Flagged, SetLintReport
 from queueguard.lint.foreign.statements import Located, containing, locate
 from queueguard.lint.model import Finding, SqlFile
-from queueguard.sets import ForeignRevision, ForeignSet
+from queueguard.sets import MigrationSet, Revision
 from queueguard.upgrade.plan.bill import Line, document
 
-__all__ = ["ForeignReport", "detect_set", "lint_set"]
+__all__ = ["SetLintReport", "detect_set", "lint_set"]
 
 
-def detect_set(path: Path) -> ForeignSet | None:
+def detect_set(path: Path) -> MigrationSet | None:
     """The foreign set at `path` when `lint PATH` should read it as one: a Temporal or
     Alembic set, or a directory whose every .sql file is a versioned migration. None for
     anything else, queueguard's own set included (it keeps the gate of `lint.lint`)."""
@@ -49,7 +49,7 @@ def detect_set(path: Path) -> ForeignSet | None:
         raise
 
 
-def _paths(revision: ForeignRevision, root: Path) -> list[Path]:
+def _paths(revision: Revision, root: Path) -> list[Path]:
     """The files a revision applies, as absolute paths (Temporal lists them relative to
     their version folder)."""
     manifest = revision.native.get("manifest")
@@ -70,19 +70,19 @@ Key = tuple[str, int]  # (revision, statement index in it)
 class _Statements:
     """Every SQL statement of the set, by file and by (revision, index)."""
 
-    def __init__(self, fset: ForeignSet) -> None:
+    def __init__(self, mset: MigrationSet) -> None:
         self.files: dict[Path, SqlFile] = {}
         self.located: dict[Path, list[Located]] = {}
         #: a file's first listing: its revision and the index of its first statement there
         self.first: dict[Path, Key] = {}
         self.by_key: dict[Key, tuple[Path, Located]] = {}
         self.python: list[str] = []
-        for revision in fset.revisions:
+        for revision in mset.revisions:
             if revision.statements is None:
-                self._rendered(fset, revision)
+                self._rendered(mset, revision)
                 continue
             base = 0
-            for path in _paths(revision, fset.root):
+            for path in _paths(revision, mset.root):
                 if path not in self.files:
                     self.files[path] = _read(path)
                     self.located[path] = locate(self.files[path].text)
@@ -91,12 +91,12 @@ class _Statements:
                     self.by_key[(revision.id, base + stmt.index)] = (path, stmt)
                 base += len(self.located[path])
 
-    def _rendered(self, fset: ForeignSet, revision: ForeignRevision) -> None:
+    def _rendered(self, mset: MigrationSet, revision: Revision) -> None:
         """A Python revision of an Alembic project, linted as `alembic upgrade --sql`
         renders it (squawk's usual input); one that cannot render offline is only counted."""
         from queueguard.sets import alembic as alembic_format
 
-        text = alembic_format.render(fset.root, revision.id) if fset.format == "alembic" else None
+        text = alembic_format.render(mset.root, revision.id) if mset.format == "alembic" else None
         if not text:
             self.python.append(revision.id)
             return
@@ -117,16 +117,16 @@ class _Statements:
 
 
 def _observe(
-    fset: ForeignSet, dsn: str, scratch_admin: str | None
+    mset: MigrationSet, dsn: str, scratch_admin: str | None
 ) -> tuple[str | None, list[str], dict[Key, Line]]:
     """`plan`'s bill of the pending revisions, by statement: each traced line is matched to
     the statement it ran (transaction control is not traced, so lines are matched by text)."""
     from queueguard.upgrade.plan.planner import plan
 
-    result = plan(fset, dsn, scratch_admin=scratch_admin)
+    result = plan(mset, dsn, scratch_admin=scratch_admin)
     lines: dict[Key, Line] = {}
     for rid, bill_lines in result.revisions:
-        statements = fset.get(rid).statements
+        statements = mset.get(rid).statements
         if statements is None:
             continue
         pending = list(bill_lines)
@@ -137,14 +137,14 @@ def _observe(
 
 
 def lint_set(
-    fset: ForeignSet,
+    mset: MigrationSet,
     *,
     dsn: str | None = None,
     scratch_admin: str | None = None,
     squawk_binary: Path | None = None,
-) -> ForeignReport:
+) -> SetLintReport:
     """Lint a foreign set: one finding per statement; with `dsn`, observed on a copy of it."""
-    found = _Statements(fset)
+    found = _Statements(mset)
     version = None
     findings: list[Finding] = []
     if found.files:
@@ -161,17 +161,17 @@ def lint_set(
     traced: list[str] | None = None
     observed: dict[Key, Line] = {}
     if dsn is not None:
-        target_at, traced, observed = _observe(fset, dsn, scratch_admin)
-    order = {rid: i for i, rid in enumerate(fset.ids)}
+        target_at, traced, observed = _observe(mset, dsn, scratch_admin)
+    order = {rid: i for i, rid in enumerate(mset.ids)}
     keys = sorted(set(grouped) | set(observed), key=lambda k: (order.get(k[0], len(order)), k[1]))
     flagged = [
         entry
         for key in keys
         if (entry := _flag(key, grouped.get(key, []), observed.get(key), found)) is not None
     ]
-    return ForeignReport(
-        format=fset.format,
-        root=fset.root,
+    return SetLintReport(
+        format=mset.format,
+        root=mset.root,
         flagged=tuple(flagged),
         files=len(found.files),
         squawk_version=version,

@@ -94,7 +94,7 @@ class Flagged:
 
 
 @dataclass(frozen=True)
-class ForeignReport:
+class SetLintReport:
     format: str
     root: Path
     flagged: tuple[Flagged, ...]

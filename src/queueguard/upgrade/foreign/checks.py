@@ -15,7 +15,7 @@ from typing import Any
 
 from queueguard.errors import UsageError
 from queueguard.pg.sqlfiles import parse_named
-from queueguard.sets import ForeignSet
+from queueguard.sets import MigrationSet
 
 #: what separates a fixture's revision from its name: `0.2--two-kennels.sql`
 FIXTURE_SEPARATOR = "--"
@@ -97,7 +97,7 @@ class Check:
 
 
 @dataclass
-class ForeignVerifyReport:
+class SetVerifyReport:
     format: str
     root: str
     head: str | None
@@ -148,7 +148,7 @@ def _statement_lines(s: Statement) -> list[str]:
     ]
 
 
-def render_text(report: ForeignVerifyReport) -> str:
+def render_text(report: SetVerifyReport) -> str:
     lines = [
         f"verify ({report.format}) {report.root}: {len(report.revisions)} revision(s) "
         f"applied of head {report.head}"
@@ -190,14 +190,14 @@ class FixtureFile:
     kind: str
 
 
-def _revision_of(fset: ForeignSet, written: str) -> str | None:
+def _revision_of(mset: MigrationSet, written: str) -> str | None:
     for candidate in (written, written.removeprefix("v")):
-        if candidate in fset.ids:
+        if candidate in mset.ids:
             return candidate
     return None
 
 
-def fixture_files(folder: Path, fset: ForeignSet) -> list[FixtureFile]:
+def fixture_files(folder: Path, mset: MigrationSet) -> list[FixtureFile]:
     """The fixtures in `folder`, by name: `<revision>--<name>.sql` or `.dump`; other files
     are ignored. A fixture naming a revision the set does not have is an error."""
     if not folder.is_dir():
@@ -211,13 +211,13 @@ def fixture_files(folder: Path, fset: ForeignSet) -> list[FixtureFile]:
         if not sep or not written or not name:
             raise UsageError(
                 f"{path}: a fixture is named <revision>{FIXTURE_SEPARATOR}<name>{path.suffix} "
-                f"(e.g. {fset.ids[0] if fset.ids else '0001'}{FIXTURE_SEPARATOR}small"
+                f"(e.g. {mset.ids[0] if mset.ids else '0001'}{FIXTURE_SEPARATOR}small"
                 f"{path.suffix})"
             )
-        revision = _revision_of(fset, written)
+        revision = _revision_of(mset, written)
         if revision is None:
             raise UsageError(
-                f"{path}: revision {written!r} is not one of {fset.root} ({fset.span})"
+                f"{path}: revision {written!r} is not one of {mset.root} ({mset.span})"
             )
         found.append(FixtureFile(path, revision, name, kind))
     if not found:

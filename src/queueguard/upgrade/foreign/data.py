@@ -12,7 +12,7 @@ import psycopg
 from queueguard.pg import tools
 from queueguard.pg.connect import connection
 from queueguard.pg.sqlfiles import queries
-from queueguard.sets import ForeignSet
+from queueguard.sets import MigrationSet
 from queueguard.upgrade.foreign.checks import FixtureFile
 from queueguard.upgrade.plan.apply import first_line
 from queueguard.upgrade.plan.planner import current_revision
@@ -43,12 +43,12 @@ def load_fixture(fixture: FixtureFile, dsn: str) -> None:
         raise LoadFailed(f"{program} failed on {fixture.path.name}: {_tool_error(done.stderr)}")
 
 
-def adopt(fset: ForeignSet, dsn: str) -> str | None:
+def adopt(mset: MigrationSet, dsn: str) -> str | None:
     """Make a restored copy's bookkeeping read as the original's. Temporal keys its version
     row on the database's name (the tool's `--db`), which a copy under another name does not
     share: a copy holding the rows of exactly one other database is read as that one (its
     rows are renamed to the copy's). A note saying so, or None."""
-    if fset.format != "temporal":
+    if mset.format != "temporal":
         return None
     with connection(dsn, application_name=APPLICATION_NAME) as conn:
         exists = conn.execute(Q["temporal_version_exists"]).fetchone()
@@ -62,9 +62,9 @@ def adopt(fset: ForeignSet, dsn: str) -> str | None:
     return f"schema_version was kept for database {names[0]!r}: read as this copy's"
 
 
-def at_revision(fset: ForeignSet, dsn: str) -> str | None:
+def at_revision(mset: MigrationSet, dsn: str) -> str | None:
     """The revision the database is at by the format's own bookkeeping (read only)."""
-    return current_revision(fset, dsn)
+    return current_revision(mset, dsn)
 
 
 def invariant_rows(dsn: str, invariants: dict[str, str]) -> dict[str, list[tuple[Any, ...]] | str]:

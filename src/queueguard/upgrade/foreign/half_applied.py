@@ -23,7 +23,7 @@ from typing import Any
 import psycopg
 
 from queueguard.errors import HalfApplied
-from queueguard.sets import ForeignRevision, ForeignSet
+from queueguard.sets import MigrationSet, Revision
 from queueguard.upgrade.plan.apply import code_of
 
 _NAME = r"(?P<name>(?:\"[^\"]+\"|[\w$]+)(?:\.(?:\"[^\"]+\"|[\w$]+))?)"
@@ -250,7 +250,7 @@ def _key(kind: str, name: str) -> tuple[str, str]:
     return ("table" if kind in ("table", "view") else kind, _unquote(name).lower())
 
 
-def found(conn: psycopg.Connection[Any], rev: ForeignRevision) -> list[Found]:
+def found(conn: psycopg.Connection[Any], rev: Revision) -> list[Found]:
     """The objects `rev` creates that exist already, each compared. Not evidence: an object
     the revision drops before creating it again (a column "fixed" by DROP then ADD), and one
     created `IF NOT EXISTS` (the revision is written to find it there)."""
@@ -273,9 +273,9 @@ def found(conn: psycopg.Connection[Any], rev: ForeignRevision) -> list[Found]:
     return out
 
 
-def refuse(conn: psycopg.Connection[Any], fset: ForeignSet, rev: ForeignRevision) -> None:
+def refuse(conn: psycopg.Connection[Any], mset: MigrationSet, rev: Revision) -> None:
     """Raise HalfApplied if objects of the first pending revision exist already."""
-    if fset.format not in ("temporal", "sqldir"):
+    if mset.format not in ("temporal", "sqldir"):
         return
     existing = found(conn, rev)
     if existing:

@@ -16,7 +16,7 @@ from typing import Any
 from queueguard.pg import scratch
 from queueguard.pg.connect import connection
 from queueguard.pg.scratch import ScratchDatabases
-from queueguard.sets import ForeignSet
+from queueguard.sets import MigrationSet
 from queueguard.upgrade.foreign import runner
 from queueguard.upgrade.foreign.checks import Check
 from queueguard.upgrade.foreign.data import invariant_rows
@@ -42,7 +42,7 @@ class Rehearsed:
 
 
 @dataclass
-class ForeignRehearsal:
+class SetRehearsal:
     format: str
     method: str
     before: str | None
@@ -93,30 +93,30 @@ def _estimates(lines: list[bill.Line]) -> dict[tuple[str, str], list[bill.Line]]
 
 
 def rehearse(
-    fset: ForeignSet,
+    mset: MigrationSet,
     source_dsn: str,
     scratch_admin: str | None = None,
     *,
     to: str | None = None,
     limits: runner.Limits | None = None,
     invariants: dict[str, str] | None = None,
-) -> ForeignRehearsal:
+) -> SetRehearsal:
     started = time.monotonic()
     admin = scratch_admin or scratch.database_dsn(source_dsn, "postgres")
-    bill_ = plan(fset, source_dsn, to=to, scratch_admin=admin)
+    bill_ = plan(mset, source_dsn, to=to, scratch_admin=admin)
     estimates = _estimates([line for _, lines in bill_.revisions for line in lines])
     steps: list[runner.Step] = []
     with ScratchDatabases(admin, prefix="qgrehearse") as databases:
         copy, method = copy_database(source_dsn, databases)
-        if fset.format == "temporal":
+        if mset.format == "temporal":
             _rekey_temporal(copy, scratch.dbname_of(source_dsn))
         before = invariant_rows(copy, invariants) if invariants else {}
-        report = runner.upgrade(fset, copy, to=to, limits=limits, on_step=steps.append)
+        report = runner.upgrade(mset, copy, to=to, limits=limits, on_step=steps.append)
         after = invariant_rows(copy, invariants) if invariants else {}
-    result = ForeignRehearsal(fset.format, method, report.before, report.after)
+    result = SetRehearsal(mset.format, method, report.before, report.after)
     subject = f"the copy of {scratch.dbname_of(source_dsn)}"
     result.checks = [invariant_check(n, subject, before[n], after[n]) for n in before]
-    for step in sorted(steps, key=lambda s: (fset.ids.index(s.revision), s.index)):
+    for step in sorted(steps, key=lambda s: (mset.ids.index(s.revision), s.index)):
         planned = estimates.get((step.revision, step.sql), [])
         line = planned.pop(0) if planned else None
         result.statements.append(
@@ -148,7 +148,7 @@ def _rekey_temporal(copy: str, source_db: str) -> None:
         conn.commit()
 
 
-def render_text(result: ForeignRehearsal) -> str:
+def render_text(result: SetRehearsal) -> str:
     lines = [
         f"rehearsed ({result.format}) on a {result.method} copy: {result.before or 'empty'} -> "
         f"{result.after} in {result.elapsed_ms} ms",

@@ -46,7 +46,7 @@ from queueguard.errors import (
 from queueguard.pg.connect import connect, connection_lost
 from queueguard.pg.dsn import redact
 from queueguard.pg.sqlfiles import queries
-from queueguard.sets import ForeignRevision, ForeignSet, sqldir, temporal
+from queueguard.sets import MigrationSet, Revision, sqldir, temporal
 from queueguard.sets import alembic as alembic_format
 from queueguard.upgrade import topology
 from queueguard.upgrade.foreign import half_applied
@@ -78,7 +78,7 @@ class Step:
 
 
 @dataclass
-class ForeignReport:
+class SetLintReport:
     format: str
     target: str | None
     before: str | None
@@ -114,39 +114,39 @@ class Limits:
     runner_wait_s: float = RUNNER_WAIT_S
 
 
-def checksum(revision: ForeignRevision) -> str:
+def checksum(revision: Revision) -> str:
     """What a progress row pins: the revision's statements (a resumed revision whose files
     changed meanwhile is refused)."""
     text = "\x00".join(revision.statements or ())
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-def current(fset: ForeignSet, conn: psycopg.Connection[Any]) -> str | None:
+def current(mset: MigrationSet, conn: psycopg.Connection[Any]) -> str | None:
     """The revision the database is at, by the format's own bookkeeping (read only)."""
-    if fset.format == "temporal":
+    if mset.format == "temporal":
         return temporal.current(conn)
-    if fset.format == "sqldir":
+    if mset.format == "sqldir":
         return sqldir.current(conn)
-    raise UsageError(f"format {fset.format} is not read through this connection")
+    raise UsageError(f"format {mset.format} is not read through this connection")
 
 
 def upgrade(
-    fset: ForeignSet,
+    mset: MigrationSet,
     dsn: str,
     *,
     to: str | None = None,
     limits: Limits | None = None,
     on_step: Callable[[Step], None] | None = None,
-) -> ForeignReport:
+) -> SetLintReport:
     """Bring the database at `dsn` to `to` (default head) of the set; see the module doc."""
     limits = limits or Limits()
     if limits.lock_timeout_ms < 1:
         raise UsageError(f"--lock-timeout must be at least 1ms, got {limits.lock_timeout_ms} ms")
     if limits.retries < 0:
         raise UsageError(f"--retries takes a number of retries >= 0, got {limits.retries}")
-    target = fset.resolve(to)
-    if fset.format in ("alembic",):
-        return _upgrade_alembic(fset, dsn, target, limits)
+    target = mset.resolve(to)
+    if mset.format in ("alembic",):
+        return _upgrade_alembic(mset, dsn, target, limits)
     started = time.monotonic()
     conn = connect(dsn, application_name=APPLICATION_NAME)
     revision: str | None = None
@@ -157,23 +157,23 @@ def upgrade(
         # Where the database is, read under the runner lock: another runner's revision is
         # either wholly there or not at all.
         _begin(conn, limits, limits.lock_timeout_ms)
-        before = current(fset, conn)
-        if fset.format == "sqldir":
-            changed = sqldir.tampered(conn, fset)
+        before = current(mset, conn)
+        if mset.format == "sqldir":
+            changed = sqldir.tampered(conn, mset)
             if changed:
                 raise TamperedMigration("; ".join(changed))
         progress = _progress(conn)
-        report = ForeignReport(fset.format, target, before)
-        pending = fset.pending(before, target)
+        report = SetLintReport(mset.format, target, before)
+        pending = mset.pending(before, target)
         if pending and pending[0].id not in progress:
-            half_applied.refuse(conn, fset, pending[0])
-        if fset.format == "temporal" and pending and temporal.current(conn) is None:
+            half_applied.refuse(conn, mset, pending[0])
+        if mset.format == "temporal" and pending and temporal.current(conn) is None:
             temporal.setup(conn)  # what `setup-schema -v 0.0` writes, where nothing is
-        previous = current(fset, conn) or before
+        previous = current(mset, conn) or before
         conn.commit()
         for rev in pending:
             revision = rev.id
-            done = _apply(conn, fset, rev, previous, limits, progress.get(rev.id), report, on_step)
+            done = _apply(conn, mset, rev, previous, limits, progress.get(rev.id), report, on_step)
             if done:
                 report.applied.append(rev.id)
                 if rev.id in progress:
@@ -182,7 +182,7 @@ def upgrade(
                 report.skipped.append(rev.id)
             previous = rev.id
         revision = None
-        report.after = current(fset, conn)
+        report.after = current(mset, conn)
         conn.rollback()
         report.elapsed_ms = int((time.monotonic() - started) * 1000)
         return report
@@ -244,12 +244,12 @@ def _runner_lock(conn: psycopg.Connection[Any], query: str, limits: Limits) -> N
 
 def _apply(
     conn: psycopg.Connection[Any],
-    fset: ForeignSet,
-    rev: ForeignRevision,
+    mset: MigrationSet,
+    rev: Revision,
     previous: str | None,
     limits: Limits,
     resume: tuple[int, str] | None,
-    report: ForeignReport,
+    report: SetLintReport,
     on_step: Callable[[Step], None] | None,
 ) -> bool:
     """Apply one revision with the retry ladder; False if another runner applied it first."""
@@ -262,7 +262,7 @@ def _apply(
     for attempt in range(limits.retries + 1):
         start = resume[0] if resume is not None else 0
         try:
-            return _attempt(conn, fset, rev, previous, limits, timeout, start, report, on_step)
+            return _attempt(conn, mset, rev, previous, limits, timeout, start, report, on_step)
         except psycopg.errors.LockNotAvailable:
             conn.rollback()
             report.lock_waits += 1
@@ -285,18 +285,18 @@ def _apply(
 
 def _attempt(
     conn: psycopg.Connection[Any],
-    fset: ForeignSet,
-    rev: ForeignRevision,
+    mset: MigrationSet,
+    rev: Revision,
     previous: str | None,
     limits: Limits,
     timeout: int,
     start: int,
-    report: ForeignReport,
+    report: SetLintReport,
     on_step: Callable[[Step], None] | None,
 ) -> bool:
     statements = list(rev.statements or ())
     _begin(conn, limits, timeout)
-    at = current(fset, conn)
+    at = current(mset, conn)
     if at != previous and not (previous is None and at in (None, temporal.INITIAL_VERSION)):
         conn.rollback()
         return False  # another runner moved the version under the runner lock
@@ -327,7 +327,7 @@ def _attempt(
             running = []
             _emit(step, on_step)
             _begin(conn, limits, timeout)
-            if not _still_mine(conn, fset, rev, previous, index):
+            if not _still_mine(conn, mset, rev, previous, index):
                 conn.rollback()
                 return False  # another runner took the revision over meanwhile
             _write_progress(conn, rev, index + 1)  # done: a rerun starts after it
@@ -338,22 +338,22 @@ def _attempt(
         running.append(
             Step(rev.id, index, statement, True, time.perf_counter() - began, started=began)
         )
-    _bookkeeping(conn, fset, rev, previous)
+    _bookkeeping(conn, mset, rev, previous)
     _commit(conn, running, on_step)
     return True
 
 
 def _still_mine(
     conn: psycopg.Connection[Any],
-    fset: ForeignSet,
-    rev: ForeignRevision,
+    mset: MigrationSet,
+    rev: Revision,
     previous: str | None,
     index: int,
 ) -> bool:
     """Between a statement run outside a transaction (under the session-level lock) and the
     next revision transaction the runner lock was free: the version and the progress row
     must be as this runner left them, or another runner has resumed the revision."""
-    at = current(fset, conn)
+    at = current(mset, conn)
     unmoved = at == previous or (previous is None and at in (None, temporal.INITIAL_VERSION))
     return unmoved and _progress(conn).get(rev.id, (None, ""))[0] == index
 
@@ -373,20 +373,20 @@ def _emit(step: Step, on_step: Callable[[Step], None] | None) -> None:
         on_step(step)
 
 
-def _write_progress(conn: psycopg.Connection[Any], rev: ForeignRevision, index: int) -> None:
+def _write_progress(conn: psycopg.Connection[Any], rev: Revision, index: int) -> None:
     conn.execute(Q["progress_create"])
     conn.execute(
         Q["progress_write"], {"revision": rev.id, "statement": index, "sha256": checksum(rev)}
     )
 
 
-def _committed(conn: psycopg.Connection[Any], rev: ForeignRevision) -> int:
+def _committed(conn: psycopg.Connection[Any], rev: Revision) -> int:
     found = _progress(conn).get(rev.id)
     conn.rollback()
     return found[0] if found else 0
 
 
-def _failed(rev: ForeignRevision, index: int, exc: psycopg.Error, committed: int) -> MigrationError:
+def _failed(rev: Revision, index: int, exc: psycopg.Error, committed: int) -> MigrationError:
     kept = (
         f"statements 1–{committed} stay applied (they ran outside a transaction's reach); "
         "fix the cause and rerun: it resumes there"
@@ -401,7 +401,7 @@ def _failed(rev: ForeignRevision, index: int, exc: psycopg.Error, committed: int
 
 def _outside(
     conn: psycopg.Connection[Any],
-    rev: ForeignRevision,
+    rev: Revision,
     index: int,
     statement: str,
     limits: Limits,
@@ -461,13 +461,13 @@ def _rebuild_invalid(conn: psycopg.Connection[Any], name: str) -> None:
 
 
 def _bookkeeping(
-    conn: psycopg.Connection[Any], fset: ForeignSet, rev: ForeignRevision, previous: str | None
+    conn: psycopg.Connection[Any], mset: MigrationSet, rev: Revision, previous: str | None
 ) -> None:
     """The format's own record of the revision, and our progress table gone, in the
     revision's (last) transaction."""
-    if fset.format == "temporal":
+    if mset.format == "temporal":
         temporal.record(conn, rev, previous or temporal.INITIAL_VERSION)
-    elif fset.format == "sqldir":
+    elif mset.format == "sqldir":
         sqldir.ensure_ledger(conn)
         sqldir.record(conn, rev)
     row = conn.execute(Q["progress_exists"]).fetchone()
@@ -480,10 +480,10 @@ def _bookkeeping(
 
 # Alembic ----------------------------------------------------------------------------------
 def _upgrade_alembic(
-    fset: ForeignSet, dsn: str, target: str | None, limits: Limits
-) -> ForeignReport:
+    mset: MigrationSet, dsn: str, target: str | None, limits: Limits
+) -> SetLintReport:
     started = time.monotonic()
-    table = fset.version_table or alembic_format.DEFAULT_VERSION_TABLE
+    table = mset.version_table or alembic_format.DEFAULT_VERSION_TABLE
     lock = connect(dsn, application_name=APPLICATION_NAME, autocommit=True)
     revision: str | None = None
     try:
@@ -491,10 +491,10 @@ def _upgrade_alembic(
             topology.refuse_standby(cursor, "upgrade")
         _runner_lock(lock, "runner_session_lock_try", limits)
         before = alembic_format.current(dsn, table)
-        report = ForeignReport(fset.format, target, before)
-        for rev in fset.pending(before, target):
+        report = SetLintReport(mset.format, target, before)
+        for rev in mset.pending(before, target):
             revision = rev.id
-            _alembic_revision(fset, dsn, rev, limits, report)
+            _alembic_revision(mset, dsn, rev, limits, report)
             report.applied.append(rev.id)
         revision = None
         report.after = alembic_format.current(dsn, table)
@@ -507,13 +507,13 @@ def _upgrade_alembic(
 
 
 def _alembic_revision(
-    fset: ForeignSet, dsn: str, rev: ForeignRevision, limits: Limits, report: ForeignReport
+    mset: MigrationSet, dsn: str, rev: Revision, limits: Limits, report: SetLintReport
 ) -> None:
     timeout = limits.lock_timeout_ms
     for attempt in range(limits.retries + 1):
         options = f"-c lock_timeout={timeout} -c statement_timeout={limits.statement_timeout_ms}"
         try:
-            alembic_format.run(fset.root, dsn, rev.id, options=options)
+            alembic_format.run(mset.root, dsn, rev.id, options=options)
             return
         except MigrationError as exc:
             if not isinstance(_root_cause(exc), psycopg.errors.LockNotAvailable):

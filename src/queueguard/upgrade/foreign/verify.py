@@ -31,15 +31,15 @@ import psycopg
 from queueguard.errors import MigrationError, QueueguardError, UsageError
 from queueguard.pg.connect import connection
 from queueguard.pg.scratch import ScratchDatabases, database_dsn
-from queueguard.sets import ForeignRevision, ForeignSet
+from queueguard.sets import MigrationSet, Revision
 from queueguard.sets.split import split
 from queueguard.upgrade import catalog
 from queueguard.upgrade.foreign import data
 from queueguard.upgrade.foreign.checks import (
     Check,
     FixtureFile,
-    ForeignVerifyReport,
     RevisionTrace,
+    SetVerifyReport,
     Statement,
     fixture_files,
     multiset_diff,
@@ -56,7 +56,7 @@ LABELS = ("upgraded", "fresh")
 
 
 def verify(
-    fset: ForeignSet,
+    mset: MigrationSet,
     admin_dsn: str,
     *,
     fresh: Path | None = None,
@@ -64,8 +64,8 @@ def verify(
     invariants: Path | None = None,
     limits: Limits | None = None,
     progress: Progress | None = None,
-) -> ForeignVerifyReport:
-    """Verify `fset` on scratch databases of the server at `admin_dsn` (see the module doc).
+) -> SetVerifyReport:
+    """Verify `mset` on scratch databases of the server at `admin_dsn` (see the module doc).
     Bad input (an unreadable file, a fixture named after no revision, invariants without
     fixtures) raises UsageError before any database is made."""
     started = time.monotonic()
@@ -76,16 +76,16 @@ def verify(
     )
     if queries and fixtures is None:
         raise UsageError("--invariants are run on --fixtures: give a folder of fixtures")
-    frozen = fixture_files(fixtures, fset) if fixtures is not None else []
-    head = fset.head.id if fset.head else None
-    report = ForeignVerifyReport(fset.format, str(fset.root), head)
-    leave_out = _leave_out(fset)
+    frozen = fixture_files(fixtures, mset) if fixtures is not None else []
+    head = mset.head.id if mset.head else None
+    report = SetVerifyReport(mset.format, str(mset.root), head)
+    leave_out = _leave_out(mset)
     with ScratchDatabases(admin_dsn, prefix="qgverify") as scratch:
         try:
             chain, watched = scratch.create(), scratch.create()
-            if _chain(fset, chain, watched, report, limits, tell):
-                report.checks.append(_rerun(fset, chain, limits))
-                report.checks.append(_bookkeeping(fset, chain, head))
+            if _chain(mset, chain, watched, report, limits, tell):
+                report.checks.append(_rerun(mset, chain, limits))
+                report.checks.append(_bookkeeping(mset, chain, head))
                 upgraded = catalog.without(catalog.introspect(chain), leave_out)
                 if fresh is not None and fresh_text is not None:
                     tell(f"fresh install from {fresh.name}")
@@ -93,7 +93,7 @@ def verify(
                     report.checks.append(_fresh(fresh, fresh_text, made, upgraded, leave_out))
                 for fixture in frozen:
                     tell(f"fixture {fixture.path.name}")
-                    report.checks += _fixture(fset, fixture, scratch, upgraded, queries, limits)
+                    report.checks += _fixture(mset, fixture, scratch, upgraded, queries, limits)
         finally:
             _drop_together(scratch)
     report.elapsed_ms = int((time.monotonic() - started) * 1000)
@@ -115,9 +115,9 @@ def _read(path: Path, option: str) -> str:
         raise UsageError(f"{option} {path}: cannot be read ({exc})") from None
 
 
-def _leave_out(fset: ForeignSet) -> Callable[[str], bool]:
+def _leave_out(mset: MigrationSet) -> Callable[[str], bool]:
     """The tables no comparison looks at: the format's bookkeeping and anything of ours."""
-    names = {name.rpartition(".")[2] for name in fset.bookkeeping}
+    names = {name.rpartition(".")[2] for name in mset.bookkeeping}
     return lambda table: table in names or table.startswith("queueguard_")
 
 
@@ -125,20 +125,20 @@ def _leave_out(fset: ForeignSet) -> Callable[[str], bool]:
 
 
 def _chain(
-    fset: ForeignSet,
+    mset: MigrationSet,
     chain: str,
     watched: str,
-    report: ForeignVerifyReport,
+    report: SetVerifyReport,
     limits: Limits | None,
     tell: Progress,
 ) -> bool:
     """Every revision in turn: applied on `chain` by the runner, traced on `watched`."""
-    for rev in fset.revisions:
+    for rev in mset.revisions:
         steps: list[Step] = []
         traced = RevisionTrace(rev.id, rev.title)
         report.revisions.append(traced)
         try:
-            upgrade(fset, chain, to=rev.id, limits=limits, on_step=steps.append)
+            upgrade(mset, chain, to=rev.id, limits=limits, on_step=steps.append)
         except QueueguardError as exc:
             traced.error = str(exc)
             report.checks.append(
@@ -146,7 +146,7 @@ def _chain(
             )
             return False
         try:
-            traced.statements = _statements(rev, trace(fset, rev, watched), steps)
+            traced.statements = _statements(rev, trace(mset, rev, watched), steps)
         except MigrationError as exc:
             traced.error = f"traced on a second database: {exc}"
             report.checks.append(
@@ -159,16 +159,14 @@ def _chain(
             )
             return False
         tell(f"revision {rev.id}: {len(traced.statements)} statement(s)")
-    count = len(fset.revisions)
+    count = len(mset.revisions)
     report.checks.append(
-        Check("chain", True, f"{count} revision(s) applied one at a time, empty to {fset.span}")
+        Check("chain", True, f"{count} revision(s) applied one at a time, empty to {mset.span}")
     )
     return True
 
 
-def _statements(
-    rev: ForeignRevision, seen: list[Observation], steps: list[Step]
-) -> list[Statement]:
+def _statements(rev: Revision, seen: list[Observation], steps: list[Step]) -> list[Statement]:
     """The tracer's observations with their place in the revision and the runner's timing
     (SQL revisions: the statements that are not transaction control, in order)."""
     if rev.statements is None:
@@ -195,10 +193,10 @@ def _statements(
     return out
 
 
-def _rerun(fset: ForeignSet, chain: str, limits: Limits | None) -> Check:
+def _rerun(mset: MigrationSet, chain: str, limits: Limits | None) -> Check:
     before_schema, before_rows = catalog.fingerprint(chain), catalog.contents(chain)
     try:
-        again = upgrade(fset, chain, limits=limits)
+        again = upgrade(mset, chain, limits=limits)
     except QueueguardError as exc:
         return Check("rerun", False, "upgrade at head failed", problems=[str(exc)])
     problems = [f"applied {r} again" for r in again.applied]
@@ -215,9 +213,9 @@ def _rerun(fset: ForeignSet, chain: str, limits: Limits | None) -> Check:
     return Check("rerun", True, "upgrade at head applied nothing and changed no table")
 
 
-def _bookkeeping(fset: ForeignSet, dsn: str, head: str | None) -> Check:
-    at = data.at_revision(fset, dsn)
-    where = ", ".join(sorted(fset.bookkeeping)) or "its bookkeeping"
+def _bookkeeping(mset: MigrationSet, dsn: str, head: str | None) -> Check:
+    at = data.at_revision(mset, dsn)
+    where = ", ".join(sorted(mset.bookkeeping)) or "its bookkeeping"
     if at != head:
         return Check(
             "bookkeeping", False, f"the format's bookkeeping ({where}) reads {at}, not head {head}"
@@ -264,7 +262,7 @@ def _fresh(
 
 
 def _fixture(
-    fset: ForeignSet,
+    mset: MigrationSet,
     fixture: FixtureFile,
     scratch: ScratchDatabases,
     upgraded: catalog.Catalog,
@@ -282,22 +280,22 @@ def _fixture(
         data.load_fixture(fixture, dsn)
     except data.LoadFailed as exc:
         return failed("could not be loaded", str(exc))
-    adopted = data.adopt(fset, dsn)
+    adopted = data.adopt(mset, dsn)
     if adopted:
         notes.append(adopted)
-    at = data.at_revision(fset, dsn)
+    at = data.at_revision(mset, dsn)
     if at != fixture.revision:
-        where = ", ".join(sorted(fset.bookkeeping)) or "its bookkeeping"
+        where = ", ".join(sorted(mset.bookkeeping)) or "its bookkeeping"
         return failed(
             f"is at {at or 'no revision'} by {where}, but its name says {fixture.revision}"
         )
     before = data.invariant_rows(dsn, queries)
     try:
-        report = upgrade(fset, dsn, limits=limits)
+        report = upgrade(mset, dsn, limits=limits)
     except QueueguardError as exc:
         return failed(f"upgrade from {fixture.revision} failed", str(exc))
     after = data.invariant_rows(dsn, queries)
-    mine = catalog.without(catalog.introspect(dsn), _leave_out(fset))
+    mine = catalog.without(catalog.introspect(dsn), _leave_out(mset))
     problems = catalog.differences(upgraded, mine, ("chain", "fixture"))
     applied = ", ".join(report.applied) or "nothing"
     checks = [

@@ -12,7 +12,7 @@ import time
 
 from queueguard import revisions
 from queueguard.errors import UsageError
-from queueguard.revisions import MigrationSet
+from queueguard.revisions import SetFacts
 from queueguard.stores import schema
 from queueguard.upgrade import manifest, topology
 from queueguard.upgrade.online import phases as _phases
@@ -35,7 +35,7 @@ def run(
     force: bool = False,
     pooled: bool = False,
     tell: Tell | None = None,
-    migrations: MigrationSet | None = None,
+    migrations: SetFacts | None = None,
     stop: threading.Event | None = None,
     watch: bool = False,
 ) -> OnlineReport:

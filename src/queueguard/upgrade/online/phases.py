@@ -25,7 +25,7 @@ from queueguard.errors import (
     RolloutRefused,
 )
 from queueguard.pg.sqlfiles import queries
-from queueguard.revisions import MigrationSet
+from queueguard.revisions import SetFacts
 from queueguard.stores import schema
 from queueguard.upgrade import audit, manifest, topology
 from queueguard.upgrade.online import batches
@@ -82,7 +82,7 @@ def _revision(session: Session) -> str | None:
 
 
 # expand ---------------------------------------------------------------------------------
-def expand(session: Session, migrations: MigrationSet, report: OnlineReport, tell: Tell) -> None:
+def expand(session: Session, migrations: SetFacts, report: OnlineReport, tell: Tell) -> None:
     target = session.target
     previous = migrations.previous(target)
     if current_phase(session) is None:
@@ -142,7 +142,7 @@ def expand(session: Session, migrations: MigrationSet, report: OnlineReport, tel
     tell("expand: protocol window [3, 4]: v0.4 hosts may start")
 
 
-def _guard(session: Session, migrations: MigrationSet) -> None:
+def _guard(session: Session, migrations: SetFacts) -> None:
     """The offline guard's blocking audit checks, read-only (nothing is locked beyond
     ACCESS SHARE): expand refuses as offline 004 would, before writing anything."""
     facts = migrations.get(session.target)
@@ -209,7 +209,7 @@ def _not_due(wanted: str, phase: str | None) -> str:
 # contract -------------------------------------------------------------------------------
 def contract(
     session: Session,
-    migrations: MigrationSet,
+    migrations: SetFacts,
     report: OnlineReport,
     tell: Tell,
     *,

@@ -36,7 +36,7 @@ from queueguard.errors import (
 )
 from queueguard.pg.connect import connect, connection
 from queueguard.pg.scratch import database_dsn
-from queueguard.revisions import MigrationSet
+from queueguard.revisions import SetFacts
 from queueguard.stores.postgres import PostgresStore
 from queueguard.upgrade import catalog, status
 from queueguard.upgrade.contention import LockWatch
@@ -128,7 +128,7 @@ class Fleet:
         return found
 
 
-def probe(dsn: str, migrations: MigrationSet, export: Export) -> list[str]:
+def probe(dsn: str, migrations: SetFacts, export: Export) -> list[str]:
     """Problems found on `dsn` (a scratch copy at the online path's starting revision; the
     probe writes to it)."""
     target = migrations.head.id
@@ -195,7 +195,7 @@ def _drop_other_schema(dsn: str) -> None:
 
 
 def _expand_beside_another_build(
-    dsn: str, session: Session, migrations: MigrationSet, report: OnlineReport
+    dsn: str, session: Session, migrations: SetFacts, report: OnlineReport
 ) -> list[str]:
     """expand, while a CREATE INDEX CONCURRENTLY of another index (another schema's table)
     is in progress: expand must tell it from a build of its own marker index and go on.
@@ -250,7 +250,7 @@ def _building(dsn: str, pid: int, timeout_s: float = MOMENT_S) -> bool:
 
 
 def _abort_interrupted_expand(
-    dsn: str, session: Session, migrations: MigrationSet, before: Any
+    dsn: str, session: Session, migrations: SetFacts, before: Any
 ) -> list[str]:
     """An expand interrupted right after it recorded the rollout (no owner column, no index
     yet) is aborted cleanly: window [3, 3], no record, the previous catalog."""
@@ -439,7 +439,7 @@ def _takes(session: Session) -> bool:
 
 
 def _progress(
-    dsn: str, report: OnlineReport, migrations: MigrationSet, took_s: float, holder: str
+    dsn: str, report: OnlineReport, migrations: SetFacts, took_s: float, holder: str
 ) -> list[str]:
     """The rollout record counts what migrate did, with sane times, and `status` shows it
     (the lease is still `holder`'s)."""

@@ -39,7 +39,7 @@ from queueguard.errors import (
 from queueguard.pg.connect import connect, connection_lost
 from queueguard.pg.dsn import redact
 from queueguard.pg.sqlfiles import parse_named
-from queueguard.revisions import MigrationSet
+from queueguard.revisions import SetFacts
 from queueguard.upgrade import locks
 from queueguard.upgrade.manifest import online_files
 from queueguard.upgrade.online.watch import Watch
@@ -76,7 +76,7 @@ class Knobs:
         return self
 
 
-def statements(migrations: MigrationSet, target: str) -> dict[str, dict[str, str]]:
+def statements(migrations: SetFacts, target: str) -> dict[str, dict[str, str]]:
     """The online path's named statements, per file, from `sql/<target>/online/`: they belong
     to the revision, beside its offline steps."""
     files = online_files(target, Path(migrations.root))

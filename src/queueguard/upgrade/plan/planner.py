@@ -19,7 +19,7 @@ from queueguard.errors import MigrationError
 from queueguard.pg import scratch
 from queueguard.pg.connect import connection
 from queueguard.pg.scratch import ScratchDatabases
-from queueguard.sets import ForeignRevision, ForeignSet, adapter
+from queueguard.sets import MigrationSet, Revision, adapter
 from queueguard.sets import alembic as alembic_format
 from queueguard.upgrade import locks
 from queueguard.upgrade.plan import apply, bill, python_revision, sample
@@ -60,12 +60,12 @@ class Plan:
         }
 
 
-def current_revision(fset: ForeignSet, target_dsn: str) -> str | None:
+def current_revision(mset: MigrationSet, target_dsn: str) -> str | None:
     """The revision the target is at, read in a READ ONLY transaction."""
-    module = adapter(fset.format)
-    if fset.format in ("alembic", "queueguard"):
+    module = adapter(mset.format)
+    if mset.format in ("alembic", "queueguard"):
         return alembic_format.current(
-            target_dsn, fset.version_table or alembic_format.DEFAULT_VERSION_TABLE
+            target_dsn, mset.version_table or alembic_format.DEFAULT_VERSION_TABLE
         )
     with sample.read_only(target_dsn) as conn:
         found = module.current(conn)
@@ -73,12 +73,12 @@ def current_revision(fset: ForeignSet, target_dsn: str) -> str | None:
     return found  # type: ignore[no-any-return]
 
 
-def trace(fset: ForeignSet, revision: ForeignRevision, dsn: str) -> list[Observation]:
+def trace(mset: MigrationSet, revision: Revision, dsn: str) -> list[Observation]:
     """Apply one revision on the scratch database at `dsn` (at its previous revision) and
     watch each statement: a SQL revision statement by statement, a Python one through its
     own tool (`python_revision`)."""
     if revision.statements is None:
-        return python_revision.traced(fset, dsn, revision)
+        return python_revision.traced(mset, dsn, revision)
     with connection(dsn) as conn:
         try:
             return apply.traced(conn, dsn, revision.statements)
@@ -112,7 +112,7 @@ def _conflicts(pg_mode: str, held_mode: str) -> bool:
 
 
 def plan(
-    fset: ForeignSet,
+    mset: MigrationSet,
     target_dsn: str,
     *,
     to: str | None = None,
@@ -120,9 +120,9 @@ def plan(
     max_lock_ms: float | None = None,
     sample_rows: int = sample.DEFAULT_ROWS,
 ) -> Plan:
-    current = current_revision(fset, target_dsn)
-    pending = fset.pending(current, to)
-    result = Plan(fset.format, current, fset.resolve(to), [], max_lock_ms, sample_rows)
+    current = current_revision(mset, target_dsn)
+    pending = mset.pending(current, to)
+    result = Plan(mset.format, current, mset.resolve(to), [], max_lock_ms, sample_rows)
     if not pending:
         return result
     admin = scratch_admin or scratch.database_dsn(target_dsn, "postgres")
@@ -133,7 +133,7 @@ def plan(
             with connection(copy) as conn:
                 sample_sizes = sample.sizes(conn)
                 indexes = _indexes(conn)
-            seen = trace(fset, revision, copy)
+            seen = trace(mset, revision, copy)
             with connection(copy) as conn:  # and the indexes the revision built: their table
                 indexes = {**_indexes(conn), **indexes}
             lines = [bill.Line(revision.id, i, s) for i, s in enumerate(seen)]

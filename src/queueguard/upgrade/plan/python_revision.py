@@ -23,7 +23,7 @@ from typing import Any
 
 import psycopg
 
-from queueguard.sets import ForeignRevision, ForeignSet
+from queueguard.sets import MigrationSet, Revision
 from queueguard.sets import alembic as alembic_format
 from queueguard.upgrade.plan.apply import code_of
 from queueguard.upgrade.plan.observe import (
@@ -146,12 +146,12 @@ def _watching(watcher: _Watcher) -> Iterator[None]:
             psycopg.Cursor.executemany = original_many  # type: ignore[method-assign]
 
 
-def traced(fset: ForeignSet, dsn: str, revision: ForeignRevision) -> list[Observation]:
+def traced(mset: MigrationSet, dsn: str, revision: Revision) -> list[Observation]:
     """Run one Python revision on the scratch database at `dsn`; what each statement did."""
-    watcher = _Watcher(dsn, fset.bookkeeping)
+    watcher = _Watcher(dsn, mset.bookkeeping)
     started = time.perf_counter()
     with _watching(watcher):
-        alembic_format.run(fset.root, dsn, revision.id)
+        alembic_format.run(mset.root, dsn, revision.id)
     if not watcher.seen:  # a revision that sent nothing of its own still took its time
         watcher.seen.append(Observation("-- (no statement)", True, time.perf_counter() - started))
     return watcher.seen
