@@ -214,3 +214,16 @@ def test_the_public_api() -> None:
     assert issubclass(StaleRangeError, QueueguardError)
     assert {Execution, Matching, MemoryStore, PhysicalQueue, PostgresStore}
     assert task_payload("ns", "wf", "run", "activity", 1)["task"]["kind"] == "activity"
+
+
+#: a module past this many lines has grown two concerns: split it along its seam
+MAX_MODULE_LINES = 500
+
+
+def test_no_source_file_over_the_size_limit() -> None:
+    long = {
+        str(path.relative_to(SRC.parent)): n
+        for path in SRC.rglob("*.py")
+        if (n := len(path.read_text(encoding="utf-8").splitlines())) > MAX_MODULE_LINES
+    }
+    assert not long, f"split these along their seams: {long}"

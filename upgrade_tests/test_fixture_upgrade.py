@@ -16,7 +16,7 @@ from queueguard.upgrade import catalog, state
 from queueguard.upgrade.checksums import table_checksums
 from queueguard.upgrade.golden import Fixture
 from queueguard.upgrade.runner import upgrade
-from queueguard.upgrade.verify import state_diff
+from queueguard.upgrade.verify_report import state_diff
 
 from .conftest import rows
 

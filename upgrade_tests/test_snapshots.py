@@ -14,7 +14,7 @@ from queueguard.pg.connect import connection
 from queueguard.upgrade import state
 from queueguard.upgrade.golden import snapshot_path
 from queueguard.upgrade.runner import upgrade
-from queueguard.upgrade.verify import state_diff
+from queueguard.upgrade.verify_report import state_diff
 
 Db = Callable[..., str]
 V3_SNAPSHOTS = sorted(p.name for p in snapshot_path("").glob("v3_*.json"))

@@ -16,7 +16,8 @@ from queueguard import revisions
 from queueguard.pg import scratch
 from queueguard.resources import migrations_dir
 from queueguard.upgrade import manifest
-from queueguard.upgrade.verify import render, verify
+from queueguard.upgrade.verify import verify
+from queueguard.upgrade.verify_report import render
 
 DROP_ONE_RELOCATED_ROW = """
 -- mutation: lose the last relocated row of the first destination

@@ -47,7 +47,7 @@ from bench.common.doc_sections import replace_section
 from bench.foreign import load
 from queueguard.pg import scratch
 from queueguard.pg.scratch import ScratchDatabases
-from queueguard.upgrade.foreign.runner import Limits
+from queueguard.upgrade.foreign.session import Limits
 from queueguard.upgrade.runner import RETRY_GROWTH, ladder_s
 
 DOCS = ROOT / "docs" / "benchmarks.md"

@@ -40,7 +40,9 @@ from queueguard import sets
 from queueguard.errors import LockTimeout
 from queueguard.sets import MigrationSet
 from queueguard.upgrade import catalog
-from queueguard.upgrade.foreign.runner import APPLICATION_NAME, Limits, Step, upgrade
+from queueguard.upgrade.foreign.report import Step
+from queueguard.upgrade.foreign.runner import upgrade
+from queueguard.upgrade.foreign.session import APPLICATION_NAME, Limits
 
 QUEUEGUARD = "queueguard"
 EMULATION = "temporal-sql-tool (emulated)"

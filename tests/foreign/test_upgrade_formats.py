@@ -31,8 +31,12 @@ from queueguard.errors import (
 )
 from queueguard.sets import alembic as alembic_format
 from queueguard.sets import temporal
+from queueguard.sets.alembic_config import config
+from queueguard.sets.alembic_dsn import sqlalchemy_url
 from queueguard.upgrade import catalog
-from queueguard.upgrade.foreign.runner import Limits, checksum, upgrade
+from queueguard.upgrade.foreign.progress import checksum
+from queueguard.upgrade.foreign.runner import upgrade
+from queueguard.upgrade.foreign.session import Limits
 
 DATA = Path(__file__).parents[1] / "sets" / "data"
 TEMPORAL_BOOKS = {"schema_version", "schema_update_history"}
@@ -260,7 +264,7 @@ def test_alembic_reaches_head_and_alembic_current_agrees(make_db: Callable[..., 
     assert report.after == mset.ids[0]
     report = upgrade(mset, dsn)
     assert report.applied == list(mset.ids[1:]) and report.after == mset.ids[-1]
-    cfg = alembic_format.config(root, dsn)
+    cfg = config(root, dsn)
     command.current(cfg)
     assert mset.ids[-1] in cfg.stdout.getvalue()  # type: ignore[attr-defined]
     assert _tables(dsn) == {"item", "alembic_version"}  # nothing of ours
@@ -461,9 +465,7 @@ def test_an_env_py_connecting_elsewhere_is_refused_before_it_runs_anything(
     )
     mset = sets.load(root)
     target, other = make_db(), make_db()
-    monkeypatch.setenv(
-        "QG_TEST_DATABASE_URL", alembic_format.sqlalchemy_url(target).render_as_string(False)
-    )
+    monkeypatch.setenv("QG_TEST_DATABASE_URL", sqlalchemy_url(target).render_as_string(False))
     before = catalog.fingerprint(target)
     assert main(["plan", "--migrations", str(root), "--dsn", target]) == 2
     assert catalog.fingerprint(target) == before  # the target only read

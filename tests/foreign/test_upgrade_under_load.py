@@ -21,7 +21,7 @@ import pytest
 from bench.foreign import load
 from queueguard.pg import scratch
 from queueguard.sets import MigrationSet
-from queueguard.upgrade.foreign.runner import Limits
+from queueguard.upgrade.foreign.session import Limits
 from queueguard.upgrade.runner import RETRY_GROWTH, ladder_s
 
 ROWS = 100_000

@@ -20,6 +20,9 @@ from psycopg.pq import TransactionStatus
 
 from queueguard.errors import MigrationError, UsageError
 from queueguard.sets import alembic as fmt
+from queueguard.sets.alembic_config import config
+from queueguard.sets.alembic_dsn import sqlalchemy_url
+from queueguard.sets.alembic_version_table import VersionTable, is_bookkeeping, version_table
 
 DATA = Path(__file__).parent / "data"
 PLAIN = DATA / "alembic_plain"
@@ -64,7 +67,7 @@ class Recorder:
                 " WHERE l.pid = pg_backend_pid() AND c.relname = 'item'",
             )
             self.update_locks = {(r[0], r[1]) for r in rows}
-        bookkeeping = fmt.is_bookkeeping(sql, self.table)
+        bookkeeping = is_bookkeeping(sql, self.table)
         # SQLAlchemy sends DDL with surrounding newlines and tabs: compare on one line
         flat = " ".join(sql.split())
         self.seen.append(Seen(flat, bookkeeping, autocommit, status, error, lock_timeout))
@@ -81,7 +84,7 @@ class Recorder:
 
 def alembic_current(root: Path, dsn: str, **attributes: Any) -> str:
     """What `alembic current` prints for the database."""
-    cfg = fmt.config(root, dsn, **attributes)
+    cfg = config(root, dsn, **attributes)
     command.current(cfg)
     out = cfg.stdout
     assert isinstance(out, io.StringIO)
@@ -103,12 +106,12 @@ def test_an_ini_names_its_script_directory_relative_to_itself(tmp_path: Path) ->
     (tmp_path / "alembic.ini").write_text("[alembic]\nscript_location = %(here)s/nowhere\n")
     assert not fmt.detect(tmp_path)
     with pytest.raises(UsageError, match="not an Alembic folder"):
-        fmt.config(tmp_path, None)
+        config(tmp_path, None)
     # a relative script_location: relative to the ini's folder, wherever we run from
     shutil.copytree(ATTRS, tmp_path / "db" / "alembic")
     (tmp_path / "alembic.ini").write_text("[alembic]\nscript_location = db/alembic\n")
     assert fmt.detect(tmp_path)
-    cfg = fmt.config(tmp_path, None)
+    cfg = config(tmp_path, None)
     assert cfg.get_main_option("script_location") == str((tmp_path / "db/alembic").resolve())
     assert fmt.load(tmp_path).ids == ("a1", "b2")
 
@@ -143,7 +146,7 @@ def test_load_attrs_learns_the_custom_version_table() -> None:
     migrations = fmt.load(ATTRS)
     assert migrations.ids == ("a1", "b2")
     assert migrations.bookkeeping == frozenset({"schema_rev"})
-    assert fmt.version_table(ATTRS) == fmt.VersionTable("schema_rev")
+    assert version_table(ATTRS) == VersionTable("schema_rev")
 
 
 def test_config_keeps_a_password_with_percent_and_at() -> None:
@@ -151,7 +154,7 @@ def test_config_keeps_a_password_with_percent_and_at() -> None:
         "postgresql://app:p%25ss%40word@db.example:6543/shop?sslmode=require",
         "host=db.example port=6543 user=app password='p%ss@word' dbname=shop sslmode=require",
     ):
-        cfg = fmt.config(PLAIN, dsn)
+        cfg = config(PLAIN, dsn)
         # read back through ConfigParser, as env.py's engine_from_config does
         section = cfg.get_section(cfg.config_ini_section, {})
         for value in (cfg.get_main_option("sqlalchemy.url"), section["sqlalchemy.url"]):
@@ -167,12 +170,12 @@ def test_config_keeps_a_password_with_percent_and_at() -> None:
 
 def test_config_url_carries_socket_folders_options_and_the_connection() -> None:
     dsn = "host=/tmp/pg-sock port=5433 dbname=x options='-c search_path=app'"
-    url = fmt.sqlalchemy_url(dsn, "-c lock_timeout=5000")
+    url = sqlalchemy_url(dsn, "-c lock_timeout=5000")
     assert url.host is None and url.query["host"] == "/tmp/pg-sock"
     assert url.query["port"] == "5433"
     assert url.query["options"] == "-c search_path=app -c lock_timeout=5000"
     marker = object()
-    cfg = fmt.config(ATTRS, dsn, connection=marker)
+    cfg = config(ATTRS, dsn, connection=marker)
     assert cfg.attributes["connection"] is marker
     assert cfg.config_file_name is None  # no alembic.ini here or above
     value = cfg.get_main_option("sqlalchemy.url")
@@ -203,7 +206,7 @@ def test_config_url_carries_socket_folders_options_and_the_connection() -> None:
     ],
 )
 def test_is_bookkeeping(sql: str, table: str | None, expected: bool) -> None:
-    assert fmt.is_bookkeeping(sql, table or fmt.DEFAULT_VERSION_TABLE) is expected
+    assert is_bookkeeping(sql, table or fmt.DEFAULT_VERSION_TABLE) is expected
 
 
 def _with_revision(tmp_path: Path, name: str, body: str) -> Path:
@@ -298,7 +301,7 @@ def test_run_attrs_on_the_callers_connection(empty_db: str) -> None:
         "ALTER TABLE account ADD CONSTRAINT account_email_key UNIQUE (email)",
     ]
     assert fmt.current(empty_db) is None  # no alembic_version table: the default is not it
-    engine = sa.create_engine(fmt.sqlalchemy_url(empty_db), poolclass=sa.pool.NullPool)
+    engine = sa.create_engine(sqlalchemy_url(empty_db), poolclass=sa.pool.NullPool)
     with engine.connect() as connection:
         assert alembic_current(ATTRS, empty_db, connection=connection) == "b2 (head)"
     engine.dispose()
@@ -336,8 +339,8 @@ def test_version_table_of_an_env_py_that_cannot_run_offline(tmp_path: Path, empt
         )
     )
     with pytest.raises(UsageError, match=r"env.py failed in offline mode.*online only"):
-        fmt.version_table(root)
-    assert fmt.version_table(root, empty_db) == fmt.VersionTable("schema_rev")
+        version_table(root)
+    assert version_table(root, empty_db) == VersionTable("schema_rev")
     with psycopg.connect(empty_db) as conn:  # learnt read-only: nothing was created
         assert conn.execute("SELECT to_regclass('schema_rev')").fetchone() == (None,)
 
@@ -351,7 +354,7 @@ def test_hooks_are_removed_after_a_run(empty_db: str) -> None:
     fmt.run(ATTRS, empty_db, "a1", before=before)
     seen = len(calls)
     assert seen > 0
-    engine = sa.create_engine(fmt.sqlalchemy_url(empty_db), poolclass=sa.pool.NullPool)
+    engine = sa.create_engine(sqlalchemy_url(empty_db), poolclass=sa.pool.NullPool)
     with engine.connect() as connection:
         connection.execute(sa.text("SELECT 1"))
     engine.dispose()
@@ -381,5 +384,5 @@ def test_prepend_sys_path_is_the_projects_folder_wherever_queueguard_runs(
     shutil.copytree(DATA / "alembic_plain", project)
     ini = project / "alembic.ini"
     ini.write_text(ini.read_text().replace("[alembic]\n", "[alembic]\nprepend_sys_path = . lib\n"))
-    cfg = fmt.config(project, None)
+    cfg = config(project, None)
     assert cfg.get_prepend_sys_paths_list() == [str(project.resolve()), str(project / "lib")]

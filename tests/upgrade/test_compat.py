@@ -9,7 +9,7 @@ import pytest
 from queueguard import revisions
 from queueguard.errors import ConnectionFailed, UsageError
 from queueguard.pg.dsn import params as connect_params
-from queueguard.upgrade import compat, verify
+from queueguard.upgrade import compat, verify, verify_report
 from queueguard.upgrade.legacy import (
     DRIVERS,
     WORKERS,
@@ -349,11 +349,11 @@ def test_an_unreachable_server_is_a_connection_failure(driver: Driver) -> None:
 # queueguard verify carries the fence and the matrix -------------------------------------------
 def test_verify_runs_the_fence_and_prints_the_matrix(queueguard_server: str) -> None:
     report = verify.verify(queueguard_server, ["v0.3"], preflight=None)
-    assert report.ok, verify.render(report)
+    assert report.ok, verify_report.render(report)
     fence = next(c for c in report.results[0].checks if c.name == "fence")
     assert fence.ok and "old v0.3 append: StaleRangeError" in fence.detail
     assert "new v0.3 start: ProtocolMismatch" in fence.detail and "nothing changed" in fence.detail
-    text = verify.render(report)
+    text = verify_report.render(report)
     assert "protocol fence (legacy workers around a forced upgrade)" in text
     assert "v0.3   handshake" in text
     doc = report.as_json()

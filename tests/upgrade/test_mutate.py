@@ -27,7 +27,7 @@ from queueguard.mutate.workspace import materialise
 from queueguard.pg.connect import connection
 from queueguard.pg.scratch import ScratchDatabases
 from queueguard.resources import fixtures_dir, migrations_dir
-from queueguard.upgrade import golden, verify
+from queueguard.upgrade import golden, verify, verify_report
 from queueguard.upgrade.preflight import preflight
 
 # One mutate run at a time on the shared server (pytest-xdist: one worker runs this group):
@@ -177,11 +177,11 @@ def test_score_and_exit_codes() -> None:
 def test_the_verify_verdict_names_each_failed_check_with_its_evidence() -> None:
     """A killed mutant's report keeps only the gate's summary: it must say what failed."""
     checks = [
-        verify.Check("golden", True),
-        verify.Check("contention", False, "revision 004 …: did not give up\nsecond line"),
-        verify.Check("online", False, ""),
+        verify_report.Check("golden", True),
+        verify_report.Check("contention", False, "revision 004 …: did not give up\nsecond line"),
+        verify_report.Check("online", False, ""),
     ]
-    report = verify.VerifyReport([verify.FixtureResult("v0.3", "003", checks)], 1)
+    report = verify_report.VerifyReport([verify_report.FixtureResult("v0.3", "003", checks)], 1)
     assert gates._verdict(report) == (
         "failed: v0.3 contention (revision 004 …: did not give up); v0.3 online"
     )
@@ -320,10 +320,10 @@ def test_the_fast_verify_gate_runs_what_verify_runs(queueguard_server: str, tmp_
         shared = prepare(templates, migrations, "004")
         fast = fast_verify(shared, migrations, None, "qgmtestf")
 
-    def checks(report: verify.VerifyReport) -> dict[str, list[str]]:
+    def checks(report: verify_report.VerifyReport) -> dict[str, list[str]]:
         return {r.fixture: [c.name for c in r.checks] for r in report.results}
 
-    assert exact.ok and fast.ok, verify.render(fast)
+    assert exact.ok and fast.ok, verify_report.render(fast)
     assert checks(fast) == checks(exact)
     assert fast.compatibility is not None and exact.compatibility is not None
     assert fast.compatibility.as_json() == exact.compatibility.as_json()

@@ -25,7 +25,7 @@ from queueguard.upgrade import catalog, online
 from queueguard.upgrade.golden import Fixture, all_fixtures, load
 from queueguard.upgrade.legacy.workers import LegacyQueue, V03Worker
 from queueguard.upgrade.online.equivalence import quiescent_differences, task_multiset
-from queueguard.upgrade.online.probe import wait_gone
+from queueguard.upgrade.online.probe_common import wait_gone
 from queueguard.upgrade.preflight import preflight
 from queueguard.upgrade.rehearse import rehearse
 from queueguard.upgrade.runner import upgrade

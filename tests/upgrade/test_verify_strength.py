@@ -25,7 +25,7 @@ from queueguard.pg.connect import connection
 from queueguard.pg.scratch import ScratchDatabases
 from queueguard.resources import migrations_dir
 from queueguard.revisions import SetFacts
-from queueguard.upgrade import catalog, golden, locks, manifest, rows, verify
+from queueguard.upgrade import catalog, golden, locks, manifest, rows, verify, verify_report
 from queueguard.upgrade.golden import NegativeCase
 from queueguard.upgrade.online.between import Source, source_problems
 from queueguard.upgrade.online.watch import plan
@@ -127,7 +127,7 @@ def _copy(tmp_path: Path, edits: dict[str, str]) -> SetFacts:
 
 def _judge(
     fresh: tuple[ScratchDatabases, catalog.Catalog], migrations: SetFacts, online: bool
-) -> dict[str, verify.Check]:
+) -> dict[str, verify_report.Check]:
     scratch, fresh_catalog = fresh
     result = verify.verify_fixture(
         golden.get("v0.3"),

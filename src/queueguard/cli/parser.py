@@ -6,7 +6,16 @@ import argparse
 from typing import Any
 
 from queueguard import __version__
-from queueguard.cli import commands
+from queueguard.cli import database_commands, lint_commands, upgrade_commands, verify_commands
+
+#: The program's --help description (the contract every command module keeps).
+DESCRIPTION = """\
+`queueguard`: a fenced task-queue runtime on PostgreSQL and the framework that upgrades it.
+
+Each command parses its arguments, calls one function and renders the result. Data goes to
+stdout, logs and progress to stderr. Exit codes: 0 ok, 1 findings/refusal/bad input file,
+2 usage error or unreachable server.
+"""
 
 #: One example per command, shown at the end of its --help.
 EXAMPLES = {
@@ -65,31 +74,31 @@ def _add_migrations(p: argparse.ArgumentParser, *, formats: bool = False) -> Non
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="queueguard", description=commands.__doc__)
+    parser = argparse.ArgumentParser(prog="queueguard", description=DESCRIPTION)
     parser.add_argument("--version", action="version", version=f"queueguard {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("demo", help="the queue lifecycle walkthrough (memory and PostgreSQL)")
     _add_dsn(p)
     p.add_argument("--json", action="store_true")
-    p.set_defaults(handler=commands.cmd_demo)
+    p.set_defaults(handler=database_commands.cmd_demo)
 
     p = sub.add_parser("status", help="revision, protocol, queue and row counts")
     _add_dsn(p)
     _add_migrations(p, formats=True)
     p.add_argument("--json", action="store_true")
-    p.set_defaults(handler=commands.cmd_status)
+    p.set_defaults(handler=database_commands.cmd_status)
 
     p = sub.add_parser("inspect", help="both Matching tables' rows for one workflow")
     p.add_argument("workflow_id")
     p.add_argument("--namespace")
     _add_dsn(p)
     p.add_argument("--json", action="store_true")
-    p.set_defaults(handler=commands.cmd_inspect)
+    p.set_defaults(handler=database_commands.cmd_inspect)
 
     p = sub.add_parser("db", help="the embedded PostgreSQL server")
     p.add_argument("action", choices=["url", "start", "stop"])
-    p.set_defaults(handler=commands.cmd_db)
+    p.set_defaults(handler=database_commands.cmd_db)
 
     p = sub.add_parser("upgrade", help="apply the migrations (explicit target)")
     _add_dsn(p, explicit=True)
@@ -128,7 +137,7 @@ def build_parser() -> argparse.ArgumentParser:
     online.add_argument("--wait", default="30s", help="wait this long for another migrator")
     _add_migrations(p, formats=True)
     p.add_argument("--json", action="store_true")
-    p.set_defaults(handler=commands.cmd_upgrade)
+    p.set_defaults(handler=upgrade_commands.cmd_upgrade)
 
     p = sub.add_parser(
         "plan", help="the downtime bill: each pending statement's locks and cost on a database"
@@ -150,7 +159,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _add_migrations(p, formats=True)
     p.add_argument("--json", action="store_true")
-    p.set_defaults(handler=commands.cmd_plan)
+    p.set_defaults(handler=verify_commands.cmd_plan)
 
     p = sub.add_parser("preflight", help="read-only, bounded-lock audit before an upgrade")
     _add_dsn(p, explicit=True)
@@ -162,7 +171,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--pooled", action="store_true", help="the DSN goes through a connection pooler")
     _add_migrations(p)
     p.add_argument("--json", action="store_true")
-    p.set_defaults(handler=commands.cmd_preflight)
+    p.set_defaults(handler=upgrade_commands.cmd_preflight)
     p = sub.add_parser("verify", help="upgrade CI against the golden fixtures")
     p.add_argument(
         "--dsn",
@@ -185,21 +194,21 @@ def build_parser() -> argparse.ArgumentParser:
         "after each fixture's upgrade",
     )
     p.add_argument("--json", action="store_true")
-    p.set_defaults(handler=commands.cmd_verify)
+    p.set_defaults(handler=verify_commands.cmd_verify)
 
     p = sub.add_parser("fixtures", help="list or load the golden fixtures")
     p.add_argument("action", choices=["list", "load"])
     p.add_argument("name", nargs="?")
     _add_dsn(p, explicit=True)
     p.add_argument("--json", action="store_true")
-    p.set_defaults(handler=commands.cmd_fixtures)
+    p.set_defaults(handler=database_commands.cmd_fixtures)
 
     p = sub.add_parser("snapshot", help="export or import (validate) a snapshot")
     p.add_argument("action", choices=["export", "import"])
     p.add_argument("file", nargs="?", help="snapshot file to import")
     p.add_argument("-o", "--output", help="export: write to this file")
     _add_dsn(p, explicit=True)
-    p.set_defaults(handler=commands.cmd_snapshot)
+    p.set_defaults(handler=database_commands.cmd_snapshot)
 
     p = sub.add_parser("rehearse", help="rehearse the upgrade on a copy of a database")
     _add_dsn(p, explicit=True)
@@ -214,7 +223,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _add_migrations(p, formats=True)
     p.add_argument("--json", action="store_true")
-    p.set_defaults(handler=commands.cmd_rehearse)
+    p.set_defaults(handler=verify_commands.cmd_rehearse)
 
     p = sub.add_parser(
         "lint",
@@ -234,13 +243,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="a foreign set only: observe its pending revisions on a copy of this database "
         "(plan's trace) instead of trusting squawk's guess",
     )
-    p.set_defaults(handler=commands.cmd_lint)
+    p.set_defaults(handler=lint_commands.cmd_lint)
 
     p = sub.add_parser("manifest", help="check (or --write) the migration set's manifest")
     p.add_argument("--write", action="store_true", help="regenerate it (releasing a revision)")
     _add_migrations(p)
     p.add_argument("--json", action="store_true")
-    p.set_defaults(handler=commands.cmd_manifest)
+    p.set_defaults(handler=lint_commands.cmd_manifest)
 
     p = sub.add_parser(
         "mutate", help="mutation testing of a revision: how strong are the upgrade gates"
@@ -277,6 +286,6 @@ def build_parser() -> argparse.ArgumentParser:
     )
     _add_migrations(p)
     p.add_argument("--json", action="store_true")
-    p.set_defaults(handler=commands.cmd_mutate)
+    p.set_defaults(handler=lint_commands.cmd_mutate)
     _add_examples(sub)
     return parser

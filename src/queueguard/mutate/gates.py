@@ -29,7 +29,7 @@ from queueguard.pg.connect import connection
 from queueguard.pg.scratch import ScratchDatabases
 from queueguard.resources import MIGRATIONS_ENV, audit_dir
 from queueguard.revisions import SetFacts
-from queueguard.upgrade import catalog, golden, verify
+from queueguard.upgrade import catalog, golden, verify, verify_report
 from queueguard.upgrade.compat import build_matrix, schema_view
 from queueguard.upgrade.golden import Fixture, all_fixtures
 from queueguard.upgrade.runner import upgrade
@@ -96,7 +96,7 @@ def _closest_first(fixtures: list[Fixture]) -> list[Fixture]:
     return sorted(fixtures, key=lambda f: (f.revision, f.name), reverse=True)
 
 
-def _verdict(report: verify.VerifyReport) -> str:
+def _verdict(report: verify_report.VerifyReport) -> str:
     # Each failing check with the first line of its evidence: the summary is all a killed
     # mutant's report keeps (`reason`), and "killed by verify" alone cannot be judged.
     failed = [
@@ -127,7 +127,7 @@ def fast_verify(
     release: Release = ScratchDatabases.drop_all,
     *,
     online_only: bool = False,
-) -> verify.VerifyReport:
+) -> verify_report.VerifyReport:
     """verify's checks on `migrations` with the run's shared databases; stops at the first
     failing fixture (see the module docstring). `release(scratch)` drops the scratch
     databases afterwards (a worker hands them to a background thread: a DROP DATABASE waits
@@ -172,7 +172,7 @@ def fast_verify(
         matrix = build_matrix(views, migrations=migrations) if ok and not online_only else None
     finally:
         release(scratch)
-    return verify.VerifyReport(results, _ms(started), matrix)
+    return verify_report.VerifyReport(results, _ms(started), matrix)
 
 
 def verify_gate(
@@ -191,7 +191,7 @@ def verify_gate(
         )
     except Exception as exc:
         return _raised("verify", exc, started)
-    output = _bounded(verify.render(report))
+    output = _bounded(verify_report.render(report))
     return GateResult("verify", report.ok, _verdict(report), output, _ms(started))
 
 
@@ -204,7 +204,7 @@ def exact_verify_gate(
         report = verify.verify(admin_dsn, migrations=migrations, fixtures_root=fixtures_root)
     except Exception as exc:
         return _raised("verify", exc, started)
-    output = _bounded(verify.render(report))
+    output = _bounded(verify_report.render(report))
     return GateResult("verify", report.ok, _verdict(report), output, _ms(started))
 
 

@@ -20,6 +20,8 @@ from queueguard.sets import MigrationSet
 from queueguard.upgrade.foreign import runner
 from queueguard.upgrade.foreign.checks import Check
 from queueguard.upgrade.foreign.data import invariant_rows
+from queueguard.upgrade.foreign.report import Step
+from queueguard.upgrade.foreign.session import Limits
 from queueguard.upgrade.foreign.verify import invariant_check
 from queueguard.upgrade.plan import bill
 from queueguard.upgrade.plan.planner import plan
@@ -98,14 +100,14 @@ def rehearse(
     scratch_admin: str | None = None,
     *,
     to: str | None = None,
-    limits: runner.Limits | None = None,
+    limits: Limits | None = None,
     invariants: dict[str, str] | None = None,
 ) -> SetRehearsal:
     started = time.monotonic()
     admin = scratch_admin or scratch.database_dsn(source_dsn, "postgres")
     bill_ = plan(mset, source_dsn, to=to, scratch_admin=admin)
     estimates = _estimates([line for _, lines in bill_.revisions for line in lines])
-    steps: list[runner.Step] = []
+    steps: list[Step] = []
     with ScratchDatabases(admin, prefix="qgrehearse") as databases:
         copy, method = copy_database(source_dsn, databases)
         if mset.format == "temporal":

@@ -18,107 +18,29 @@ SQL formats (temporal, sqldir), per revision:
   recorded statement; an invalid index a failed concurrent build left is dropped and built
   again.
 
-Alembic projects run through their own env.py, one `command.upgrade` per revision, with
-lock_timeout and statement_timeout in the connection's options and the same retry ladder;
-the runner lock is then held by a session of its own for the whole upgrade.
+Alembic projects run through their own env.py (`alembic_runner`). The parts: `session`
+(limits, the runner lock, a lost server), `progress` (queueguard_progress), `outside`
+(a statement alone, outside a transaction), `report` (what ran).
 """
 
 from __future__ import annotations
 
-import hashlib
 import random
-import re
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 import psycopg
 
-from queueguard.errors import (
-    ConnectionFailed,
-    LockTimeout,
-    MigrationError,
-    RunnerBusy,
-    TamperedMigration,
-    UsageError,
-)
+from queueguard.errors import LockTimeout, MigrationError, TamperedMigration, UsageError
 from queueguard.pg.connect import connect, connection_lost
-from queueguard.pg.dsn import redact
-from queueguard.pg.sqlfiles import queries
 from queueguard.sets import MigrationSet, Revision, sqldir, temporal
-from queueguard.sets import alembic as alembic_format
 from queueguard.upgrade import topology
-from queueguard.upgrade.foreign import half_applied
+from queueguard.upgrade.foreign import alembic_runner, half_applied, outside, progress
+from queueguard.upgrade.foreign.report import SetUpgradeReport, Step
+from queueguard.upgrade.foreign.session import APPLICATION_NAME, Limits, begin, stopped
 from queueguard.upgrade.plan.apply import code_of, first_line, is_transaction_control
-from queueguard.upgrade.runner import RETRY_GROWTH, RETRY_SLEEP_S, RUNNER_WAIT_S
-
-Q = queries("queueguard.upgrade", "foreign.sql")
-APPLICATION_NAME = "queueguard-upgrade"
-NOT_IN_A_TRANSACTION = "25001"
-_CONCURRENT_INDEX = re.compile(
-    r"^CREATE\s+(UNIQUE\s+)?INDEX\s+CONCURRENTLY\s+(IF\s+NOT\s+EXISTS\s+)?"
-    r"(?P<name>\"[^\"]+\"|[\w$]+)",
-    re.IGNORECASE,
-)
-
-
-@dataclass
-class Step:
-    """One statement as it ran: for rehearse's report."""
-
-    revision: str
-    index: int
-    sql: str
-    transactional: bool
-    seconds: float
-    #: seconds from the statement's start to the end of its transaction (its locks' hold)
-    held_s: float = 0.0
-    started: float = field(default=0.0, repr=False)  # perf_counter at its start
-
-
-@dataclass
-class SetLintReport:
-    format: str
-    target: str | None
-    before: str | None
-    after: str | None = None
-    applied: list[str] = field(default_factory=list)
-    skipped: list[str] = field(default_factory=list)
-    resumed: list[str] = field(default_factory=list)
-    lock_waits: int = 0
-    steps: list[Step] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
-    elapsed_ms: int = 0
-
-    def as_json(self) -> dict[str, Any]:
-        return {
-            "format": self.format,
-            "target": self.target,
-            "before": self.before,
-            "after": self.after,
-            "applied": self.applied,
-            "skipped": self.skipped,
-            "resumed": self.resumed,
-            "lockWaits": self.lock_waits,
-            "notes": self.notes,
-            "elapsed_ms": self.elapsed_ms,
-        }
-
-
-@dataclass(frozen=True)
-class Limits:
-    lock_timeout_ms: int = 5000
-    statement_timeout_ms: int = 3_600_000
-    retries: int = 3
-    runner_wait_s: float = RUNNER_WAIT_S
-
-
-def checksum(revision: Revision) -> str:
-    """What a progress row pins: the revision's statements (a resumed revision whose files
-    changed meanwhile is refused)."""
-    text = "\x00".join(revision.statements or ())
-    return hashlib.sha256(text.encode()).hexdigest()
+from queueguard.upgrade.runner import RETRY_GROWTH, RETRY_SLEEP_S
 
 
 def current(mset: MigrationSet, conn: psycopg.Connection[Any]) -> str | None:
@@ -137,7 +59,7 @@ def upgrade(
     to: str | None = None,
     limits: Limits | None = None,
     on_step: Callable[[Step], None] | None = None,
-) -> SetLintReport:
+) -> SetUpgradeReport:
     """Bring the database at `dsn` to `to` (default head) of the set; see the module doc."""
     limits = limits or Limits()
     if limits.lock_timeout_ms < 1:
@@ -146,7 +68,7 @@ def upgrade(
         raise UsageError(f"--retries takes a number of retries >= 0, got {limits.retries}")
     target = mset.resolve(to)
     if mset.format in ("alembic",):
-        return _upgrade_alembic(mset, dsn, target, limits)
+        return alembic_runner.upgrade(mset, dsn, target, limits)
     started = time.monotonic()
     conn = connect(dsn, application_name=APPLICATION_NAME)
     revision: str | None = None
@@ -156,16 +78,16 @@ def upgrade(
         conn.rollback()
         # Where the database is, read under the runner lock: another runner's revision is
         # either wholly there or not at all.
-        _begin(conn, limits, limits.lock_timeout_ms)
+        begin(conn, limits, limits.lock_timeout_ms)
         before = current(mset, conn)
         if mset.format == "sqldir":
             changed = sqldir.tampered(conn, mset)
             if changed:
                 raise TamperedMigration("; ".join(changed))
-        progress = _progress(conn)
-        report = SetLintReport(mset.format, target, before)
+        in_progress = progress.read(conn)
+        report = SetUpgradeReport(mset.format, target, before)
         pending = mset.pending(before, target)
-        if pending and pending[0].id not in progress:
+        if pending and pending[0].id not in in_progress:
             half_applied.refuse(conn, mset, pending[0])
         if mset.format == "temporal" and pending and temporal.current(conn) is None:
             temporal.setup(conn)  # what `setup-schema -v 0.0` writes, where nothing is
@@ -173,10 +95,12 @@ def upgrade(
         conn.commit()
         for rev in pending:
             revision = rev.id
-            done = _apply(conn, mset, rev, previous, limits, progress.get(rev.id), report, on_step)
+            done = _apply(
+                conn, mset, rev, previous, limits, in_progress.get(rev.id), report, on_step
+            )
             if done:
                 report.applied.append(rev.id)
-                if rev.id in progress:
+                if rev.id in in_progress:
                     report.resumed.append(rev.id)
             else:
                 report.skipped.append(rev.id)
@@ -187,59 +111,9 @@ def upgrade(
         report.elapsed_ms = int((time.monotonic() - started) * 1000)
         return report
     except psycopg.Error as exc:
-        raise _stopped(dsn, revision, exc) from exc
+        raise stopped(dsn, revision, exc) from exc
     finally:
         conn.close()
-
-
-def _stopped(dsn: str, revision: str | None, exc: psycopg.Error) -> Exception:
-    """A database error no step handled, as one line: a lost server (exit 2) or the
-    revision it stopped (exit 1)."""
-    if connection_lost(exc):
-        return ConnectionFailed(_lost(dsn, revision, exc))
-    where = f"revision {revision}" if revision else "the upgrade"
-    return MigrationError(f"{where} stopped: {first_line(exc)}")
-
-
-def _lost(dsn: str, revision: str | None, exc: BaseException) -> str:
-    where = f"during revision {revision}" if revision else "between revisions"
-    return (
-        f"lost the server {where} ({redact(dsn)}: {first_line(exc)}); a revision commits "
-        "whole or, past a statement that runs outside a transaction, resumes where it "
-        "stopped: rerun queueguard upgrade against the primary, it is safe"
-    )
-
-
-def _progress(conn: psycopg.Connection[Any]) -> dict[str, tuple[int, str]]:
-    row = conn.execute(Q["progress_exists"]).fetchone()
-    if not row or not row[0]:
-        return {}
-    return {r[0]: (int(r[1]), str(r[2])) for r in conn.execute(Q["progress_read"]).fetchall()}
-
-
-def _begin(conn: psycopg.Connection[Any], limits: Limits, lock_timeout_ms: int) -> None:
-    """A revision transaction: the runner lock, then the revision's own timeouts."""
-    _runner_lock(conn, "runner_lock_try", limits)
-    conn.execute(f"SET LOCAL lock_timeout = {lock_timeout_ms}")
-    conn.execute(f"SET LOCAL statement_timeout = {limits.statement_timeout_ms}")
-
-
-def _runner_lock(conn: psycopg.Connection[Any], query: str, limits: Limits) -> None:
-    """Take the runner lock (`query`: transaction- or session-level) by polling, never by
-    waiting inside a statement: a waiting statement holds a snapshot, and another runner's
-    `CREATE INDEX CONCURRENTLY` waits for every older snapshot to end while that runner
-    holds the lock — a deadlock. Between tries the transaction, if any, is rolled back."""
-    deadline = time.monotonic() + limits.runner_wait_s
-    pause = 0.02
-    while True:
-        row = conn.execute(Q[query]).fetchone()
-        if row and row[0]:
-            return
-        conn.rollback()
-        if time.monotonic() >= deadline:
-            raise RunnerBusy(int(limits.runner_wait_s * 1000))
-        time.sleep(pause)
-        pause = min(pause * 2, 0.5)
 
 
 def _apply(
@@ -249,12 +123,12 @@ def _apply(
     previous: str | None,
     limits: Limits,
     resume: tuple[int, str] | None,
-    report: SetLintReport,
+    report: SetUpgradeReport,
     on_step: Callable[[Step], None] | None,
 ) -> bool:
     """Apply one revision with the retry ladder; False if another runner applied it first."""
     timeout = limits.lock_timeout_ms
-    if resume is not None and resume[1] != checksum(rev):
+    if resume is not None and resume[1] != progress.checksum(rev):
         raise TamperedMigration(
             f"revision {rev.id} was left half applied (up to statement {resume[0]}) and its "
             "statements have changed since: restore the files it was started with"
@@ -266,7 +140,7 @@ def _apply(
         except psycopg.errors.LockNotAvailable:
             conn.rollback()
             report.lock_waits += 1
-            resume = _progress(conn).get(rev.id)
+            resume = progress.read(conn).get(rev.id)
             conn.rollback()
             if attempt == limits.retries:
                 kept = (
@@ -291,11 +165,11 @@ def _attempt(
     limits: Limits,
     timeout: int,
     start: int,
-    report: SetLintReport,
+    report: SetUpgradeReport,
     on_step: Callable[[Step], None] | None,
 ) -> bool:
     statements = list(rev.statements or ())
-    _begin(conn, limits, timeout)
+    begin(conn, limits, timeout)
     at = current(mset, conn)
     if at != previous and not (previous is None and at in (None, temporal.INITIAL_VERSION)):
         conn.rollback()
@@ -317,22 +191,22 @@ def _attempt(
         except psycopg.Error as exc:
             if connection_lost(exc):
                 raise
-            if exc.sqlstate != NOT_IN_A_TRANSACTION:
+            if exc.sqlstate != outside.NOT_IN_A_TRANSACTION:
                 conn.rollback()
-                raise _failed(rev, index, exc, committed=_committed(conn, rev)) from None
+                raise _failed(rev, index, exc, committed=progress.committed(conn, rev)) from None
             conn.execute("ROLLBACK TO SAVEPOINT queueguard_statement")
-            _write_progress(conn, rev, index)
+            progress.write(conn, rev, index)
             _commit(conn, running, on_step)
             step = _outside(conn, rev, index, statement, limits, resumed=index == start)
             running = []
             _emit(step, on_step)
-            _begin(conn, limits, timeout)
+            begin(conn, limits, timeout)
             if not _still_mine(conn, mset, rev, previous, index):
                 conn.rollback()
                 return False  # another runner took the revision over meanwhile
-            _write_progress(conn, rev, index + 1)  # done: a rerun starts after it
+            progress.write(conn, rev, index + 1)  # done: a rerun starts after it
             conn.commit()
-            _begin(conn, limits, timeout)
+            begin(conn, limits, timeout)
             continue
         conn.execute("RELEASE SAVEPOINT queueguard_statement")
         running.append(
@@ -355,7 +229,7 @@ def _still_mine(
     must be as this runner left them, or another runner has resumed the revision."""
     at = current(mset, conn)
     unmoved = at == previous or (previous is None and at in (None, temporal.INITIAL_VERSION))
-    return unmoved and _progress(conn).get(rev.id, (None, ""))[0] == index
+    return unmoved and progress.read(conn).get(rev.id, (None, ""))[0] == index
 
 
 def _commit(
@@ -373,19 +247,6 @@ def _emit(step: Step, on_step: Callable[[Step], None] | None) -> None:
         on_step(step)
 
 
-def _write_progress(conn: psycopg.Connection[Any], rev: Revision, index: int) -> None:
-    conn.execute(Q["progress_create"])
-    conn.execute(
-        Q["progress_write"], {"revision": rev.id, "statement": index, "sha256": checksum(rev)}
-    )
-
-
-def _committed(conn: psycopg.Connection[Any], rev: Revision) -> int:
-    found = _progress(conn).get(rev.id)
-    conn.rollback()
-    return found[0] if found else 0
-
-
 def _failed(rev: Revision, index: int, exc: psycopg.Error, committed: int) -> MigrationError:
     kept = (
         f"statements 1–{committed} stay applied (they ran outside a transaction's reach); "
@@ -399,67 +260,6 @@ def _failed(rev: Revision, index: int, exc: psycopg.Error, committed: int) -> Mi
     )
 
 
-def _outside(
-    conn: psycopg.Connection[Any],
-    rev: Revision,
-    index: int,
-    statement: str,
-    limits: Limits,
-    *,
-    resumed: bool,
-) -> Step:
-    """Run one statement alone, outside a transaction, under the session-level runner lock,
-    with the revision's timeouts for the session (reset after)."""
-    conn.autocommit = True
-    began = time.perf_counter()
-    try:
-        _runner_lock(conn, "runner_session_lock_try", limits)
-        conn.execute(f"SET lock_timeout = {limits.lock_timeout_ms}")
-        conn.execute(f"SET statement_timeout = {limits.statement_timeout_ms}")
-        index_name = _concurrent_index(statement)
-        if index_name is not None:
-            _rebuild_invalid(conn, index_name)
-        began = time.perf_counter()
-        try:
-            conn.execute(statement)
-        except psycopg.errors.DuplicateTable:
-            if not (resumed and index_name is not None):
-                raise
-            # the build finished before the crash that kept its progress row from moving
-        took = time.perf_counter() - began
-        return Step(rev.id, index, statement, False, took, took, started=began)
-    except psycopg.errors.LockNotAvailable:
-        raise
-    except psycopg.Error as exc:
-        if connection_lost(exc):
-            raise
-        raise _failed(rev, index, exc, committed=index) from None
-    finally:
-        if not conn.closed and not conn.broken:
-            conn.execute("RESET lock_timeout")
-            conn.execute("RESET statement_timeout")
-            conn.execute(Q["runner_session_unlock"])
-        conn.autocommit = False
-
-
-def _concurrent_index(statement: str) -> str | None:
-    """The name of the index a `CREATE INDEX CONCURRENTLY` builds, as the catalog spells it
-    (unquoted names fold to lower case); None for a nameless one (PostgreSQL picks it)."""
-    found = _CONCURRENT_INDEX.match(code_of(statement))
-    if found is None or found["name"].upper() == "ON":
-        return None
-    name = found["name"]
-    return name[1:-1].replace('""', '"') if name.startswith('"') else name.lower()
-
-
-def _rebuild_invalid(conn: psycopg.Connection[Any], name: str) -> None:
-    """An invalid index of that name is a failed concurrent build's remains: drop it, so the
-    statement builds it again (never skip it as "already exists")."""
-    row = conn.execute(Q["invalid_index"], {"name": name}).fetchone()
-    if row is not None:
-        conn.execute(f"DROP INDEX CONCURRENTLY IF EXISTS {row[0]}")
-
-
 def _bookkeeping(
     conn: psycopg.Connection[Any], mset: MigrationSet, rev: Revision, previous: str | None
 ) -> None:
@@ -470,66 +270,25 @@ def _bookkeeping(
     elif mset.format == "sqldir":
         sqldir.ensure_ledger(conn)
         sqldir.record(conn, rev)
-    row = conn.execute(Q["progress_exists"]).fetchone()
-    if row and row[0]:
-        conn.execute("DELETE FROM queueguard_progress WHERE revision = %s", (rev.id,))
-        left = conn.execute("SELECT count(*) FROM queueguard_progress").fetchone()
-        if left and not left[0]:
-            conn.execute(Q["progress_drop"])
+    progress.clear(conn, rev)
 
 
-# Alembic ----------------------------------------------------------------------------------
-def _upgrade_alembic(
-    mset: MigrationSet, dsn: str, target: str | None, limits: Limits
-) -> SetLintReport:
-    started = time.monotonic()
-    table = mset.version_table or alembic_format.DEFAULT_VERSION_TABLE
-    lock = connect(dsn, application_name=APPLICATION_NAME, autocommit=True)
-    revision: str | None = None
+def _outside(
+    conn: psycopg.Connection[Any],
+    rev: Revision,
+    index: int,
+    statement: str,
+    limits: Limits,
+    *,
+    resumed: bool,
+) -> Step:
+    """Run one statement alone, outside a transaction (see `outside`)."""
     try:
-        with lock.cursor() as cursor:
-            topology.refuse_standby(cursor, "upgrade")
-        _runner_lock(lock, "runner_session_lock_try", limits)
-        before = alembic_format.current(dsn, table)
-        report = SetLintReport(mset.format, target, before)
-        for rev in mset.pending(before, target):
-            revision = rev.id
-            _alembic_revision(mset, dsn, rev, limits, report)
-            report.applied.append(rev.id)
-        revision = None
-        report.after = alembic_format.current(dsn, table)
-        report.elapsed_ms = int((time.monotonic() - started) * 1000)
-        return report
+        began, took = outside.run_alone(conn, statement, limits, resumed=resumed)
+    except psycopg.errors.LockNotAvailable:
+        raise
     except psycopg.Error as exc:
-        raise _stopped(dsn, revision, exc) from exc
-    finally:
-        lock.close()
-
-
-def _alembic_revision(
-    mset: MigrationSet, dsn: str, rev: Revision, limits: Limits, report: SetLintReport
-) -> None:
-    timeout = limits.lock_timeout_ms
-    for attempt in range(limits.retries + 1):
-        options = f"-c lock_timeout={timeout} -c statement_timeout={limits.statement_timeout_ms}"
-        try:
-            alembic_format.run(mset.root, dsn, rev.id, options=options)
-            return
-        except MigrationError as exc:
-            if not isinstance(_root_cause(exc), psycopg.errors.LockNotAvailable):
-                raise
-            report.lock_waits += 1
-            if attempt == limits.retries:
-                raise LockTimeout(
-                    f"revision {rev.id}: could not get its locks after {limits.retries + 1} "
-                    f"attempts (last lock_timeout {timeout} ms); its transaction rolled back"
-                ) from None
-            time.sleep(random.uniform(*RETRY_SLEEP_S) * (attempt + 1))
-            timeout = int(timeout * RETRY_GROWTH)
-
-
-def _root_cause(exc: BaseException) -> BaseException:
-    seen = exc
-    while seen.__cause__ is not None:
-        seen = seen.__cause__
-    return getattr(seen, "orig", None) or seen
+        if connection_lost(exc):
+            raise
+        raise _failed(rev, index, exc, committed=index) from None
+    return Step(rev.id, index, statement, False, took, took, started=began)

@@ -46,7 +46,9 @@ from queueguard.upgrade.foreign.checks import (
     parse_invariants,
     rows_problems,
 )
-from queueguard.upgrade.foreign.runner import Limits, Step, upgrade
+from queueguard.upgrade.foreign.report import Step
+from queueguard.upgrade.foreign.runner import upgrade
+from queueguard.upgrade.foreign.session import Limits
 from queueguard.upgrade.plan import apply
 from queueguard.upgrade.plan.observe import Observation
 from queueguard.upgrade.plan.planner import trace

@@ -25,6 +25,8 @@ import psycopg
 
 from queueguard.sets import MigrationSet, Revision
 from queueguard.sets import alembic as alembic_format
+from queueguard.sets.alembic_hooks import refuse_elsewhere
+from queueguard.sets.alembic_version_table import is_bookkeeping
 from queueguard.upgrade.plan.apply import code_of
 from queueguard.upgrade.plan.observe import (
     Observation,
@@ -54,7 +56,7 @@ class _Watcher:
     def wanted(self, sql: str) -> bool:
         if self._busy or threading.get_ident() != self.thread or _SETTING.match(sql):
             return False
-        return not any(alembic_format.is_bookkeeping(sql, t) for t in self.bookkeeping)
+        return not any(is_bookkeeping(sql, t) for t in self.bookkeeping)
 
     def keep(self, seen: Observation) -> None:
         """A query that locked, created, rewrote and scanned nothing of the user's (the
@@ -121,7 +123,7 @@ def _watching(watcher: _Watcher) -> Iterator[None]:
     def execute(self: psycopg.Cursor[Any], query: Any, params: Any = None, **kw: Any) -> Any:
         text = _text(self, query)
         if threading.get_ident() == watcher.thread:
-            alembic_format.refuse_elsewhere(self.connection, watcher.dsn)
+            refuse_elsewhere(self.connection, watcher.dsn)
         if not watcher.wanted(text):
             return original(self, query, params, **kw)
         return watcher.run(self.connection, text, lambda: original(self, query, params, **kw))
@@ -129,7 +131,7 @@ def _watching(watcher: _Watcher) -> Iterator[None]:
     def executemany(self: psycopg.Cursor[Any], query: Any, params_seq: Any, **kw: Any) -> Any:
         text = _text(self, query)
         if threading.get_ident() == watcher.thread:
-            alembic_format.refuse_elsewhere(self.connection, watcher.dsn)
+            refuse_elsewhere(self.connection, watcher.dsn)
         if not watcher.wanted(text):
             return original_many(self, query, params_seq, **kw)
         return watcher.run(

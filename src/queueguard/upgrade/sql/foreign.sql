@@ -4,7 +4,7 @@
 
 -- name: runner_lock_try
 -- One runner at a time, per transaction (as for our own set: holds through a pooler);
--- polled, never waited for in a statement (see runner._runner_lock).
+-- polled, never waited for in a statement (see foreign/session.runner_lock).
 SELECT pg_try_advisory_xact_lock(hashtext('queueguard-upgrade'));
 
 -- name: runner_session_lock_try

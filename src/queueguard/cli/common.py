@@ -1,0 +1,76 @@
+"""What every command module shares: the JSON envelope, the target database, the
+migration set `--migrations` names (ours, or a set of another format).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from queueguard.errors import UsageError
+from queueguard.pg.dsn import redact
+
+if TYPE_CHECKING:
+    from queueguard.revisions import SetFacts
+
+Handler = Callable[[argparse.Namespace], int]
+
+
+def _emit_json(doc: dict[str, Any]) -> None:
+    doc = {"schemaVersion": 1, **doc}
+    print(json.dumps(doc, indent=2, default=str, ensure_ascii=False))
+
+
+def _migrations(args: argparse.Namespace) -> SetFacts:
+    """The migration set `--migrations DIR` names (default: the packaged one)."""
+    from queueguard import revisions
+
+    folder = getattr(args, "migrations", None)
+    if folder and _is_foreign(args):
+        from queueguard import sets
+
+        raise UsageError(
+            f"{folder} is a {sets.detect(Path(str(folder)).resolve())} migration set: "
+            f"`{args.command}` works on queueguard's own; for a set of another format use "
+            "status, plan, upgrade, rehearse, verify or lint"
+        )
+    return revisions.load(Path(folder)) if folder else revisions.packaged()
+
+
+def _target(args: argparse.Namespace, *, fallback: bool) -> str:
+    from queueguard.pg import targets
+
+    dsn = targets.resolve(
+        getattr(args, "dsn", None), embedded=getattr(args, "embedded", False), fallback=fallback
+    )
+    if not fallback:
+        print(f"target: {redact(dsn)}", file=sys.stderr)
+    return dsn
+
+
+def _is_foreign(args: argparse.Namespace) -> bool:
+    """A --migrations set of another format than ours (or --format saying so)."""
+    from queueguard import sets
+
+    fmt = getattr(args, "format", None)
+    if fmt is not None:
+        return bool(fmt != "queueguard")
+    folder = getattr(args, "migrations", None)
+    return bool(folder) and sets.detect(Path(str(folder)).resolve()) != "queueguard"
+
+
+def _foreign_set(args: argparse.Namespace) -> Any:
+    """The migration set of `--migrations DIR` in any format (`--format` or detected;
+    default: the packaged set)."""
+    from queueguard import sets
+    from queueguard.resources import migrations_dir
+
+    folder = getattr(args, "migrations", None)
+    fmt = getattr(args, "format", None)
+    if not folder:
+        return sets.load(Path(str(migrations_dir())), fmt or "queueguard")
+    return sets.load(Path(folder), fmt)

@@ -1,0 +1,156 @@
+"""The commands that show, serve or fill a database without migrating it: demo, status,
+inspect, db, fixtures and snapshot.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+from pathlib import Path
+
+from queueguard.cli.common import _emit_json, _foreign_set, _is_foreign, _migrations, _target
+from queueguard.errors import UsageError
+
+
+# demo --------------------------------------------------------------------------------
+def cmd_demo(args: argparse.Namespace) -> int:
+    from queueguard import demo
+    from queueguard.runtime.walkthrough import render
+
+    results = demo.run(_target(args, fallback=True) if args.dsn else None)
+    if args.json:
+        _emit_json(results)
+    else:
+        print(render("memory store", results["memory"]))
+        print()
+        print(render("PostgreSQL store", results["postgres"]))
+    return 0
+
+
+# status / inspect --------------------------------------------------------------------
+def cmd_status(args: argparse.Namespace) -> int:
+    from queueguard.upgrade.status import status
+
+    if _is_foreign(args):
+        return _status_foreign(args)
+    doc = status(_target(args, fallback=True), _migrations(args))
+    if args.json:
+        _emit_json(doc)
+    else:
+        for key in ("revision", "head", "protocol", "queues", "tasks", "drift"):
+            print(f"{key:9} {doc.get(key)}")
+        rollout = doc.get("rollout")
+        if rollout:
+            left = rollout["rowsLeft"]
+            eta = f", ETA {rollout['etaSeconds']:.0f}s" if rollout["etaSeconds"] else ""
+            print(
+                f"rollout   to {rollout['target']}, phase {rollout['phase']}: "
+                f"{rollout['rowsDone']} rows migrated, {left['directives']} without directive "
+                f"and {left['relocations']} in @auto left{eta}"
+            )
+    return 1 if doc["drift"] else 0
+
+
+def _status_foreign(args: argparse.Namespace) -> int:
+    """Where a database is in a set of another format: its revision by the format's own
+    bookkeeping, the head, what is pending (read only)."""
+    from queueguard.upgrade.plan.planner import current_revision
+
+    mset = _foreign_set(args)
+    at = current_revision(mset, _target(args, fallback=True))
+    pending = [r.id for r in mset.pending(at)]
+    doc = {
+        "format": mset.format,
+        "revision": at,
+        "head": mset.head.id if mset.head else None,
+        "pending": pending,
+    }
+    if args.json:
+        _emit_json(doc)
+    else:
+        for key in ("format", "revision", "head"):
+            print(f"{key:9} {doc[key]}")
+        print(f"pending   {', '.join(pending) or 'none'}")
+    return 0
+
+
+def cmd_inspect(args: argparse.Namespace) -> int:
+    from queueguard.upgrade.status import inspect_workflow
+
+    doc = inspect_workflow(_target(args, fallback=True), args.workflow_id, args.namespace)
+    if args.json:
+        _emit_json(doc)
+        return 0
+    print("task_queues:")
+    for row in doc["task_queues"]:
+        print(f"  {row}")
+    print("tasks:")
+    for row in doc["tasks"]:
+        print(f"  {row}")
+    return 0
+
+
+# db ----------------------------------------------------------------------------------
+def cmd_db(args: argparse.Namespace) -> int:
+    from queueguard.pg import servers, targets
+
+    server = servers.embedded_server()
+    if args.action == "url":
+        print(targets.embedded_dsn())
+    elif args.action == "start":
+        server.ensure_running()
+        print(f"running: {server.data_dir} (socket {server.socket_dir})")
+    else:
+        print("stopped" if server.stop() else "not running")
+    return 0
+
+
+# fixtures / snapshot -----------------------------------------------------------------
+def cmd_fixtures(args: argparse.Namespace) -> int:
+    from queueguard.upgrade import golden as fixtures
+
+    if args.action == "list":
+        rows = [
+            {"name": f.name, "revision": f.revision, "exercises": f.manifest["exercises"]}
+            for f in fixtures.all_fixtures()
+        ]
+        if args.json:
+            _emit_json({"fixtures": rows})
+        else:
+            for row in rows:
+                print(f"{row['name']:6} revision {row['revision']}: {'; '.join(row['exercises'])}")
+        return 0
+    if not args.name:
+        raise UsageError("fixtures load needs a fixture NAME")
+    fixture = fixtures.get(args.name)
+    dsn = _target(args, fallback=False)
+    fixtures.load(fixture, dsn)
+    print(f"loaded fixture {fixture.name} (revision {fixture.revision})")
+    return 0
+
+
+def cmd_snapshot(args: argparse.Namespace) -> int:
+    from queueguard.upgrade import snapshots
+
+    if args.action == "export":
+        doc = snapshots.export(_target(args, fallback=True))
+        text = json.dumps(doc, indent=2, ensure_ascii=False, sort_keys=True)
+        if args.output:
+            Path(args.output).write_text(text + "\n", encoding="utf-8")
+        else:
+            print(text)
+        return 0
+    if not args.file:
+        raise UsageError("snapshot import needs a FILE")
+    doc = snapshots.read(Path(args.file))
+    queues = len(doc["queues"])
+    tasks = sum(len(q["tasks"]) for q in doc["queues"])
+    if not (args.dsn or args.embedded or os.environ.get("QUEUEGUARD_DSN")):
+        print(
+            f"valid snapshot: {queues} queues, {tasks} tasks (validated only; pass --dsn to import)"
+        )
+        return 0
+    snapshots.import_into(_target(args, fallback=False), doc)
+    print(f"imported {queues} queues, {tasks} tasks")
+    return 0

@@ -1,0 +1,104 @@
+"""An Alembic project's configuration: where its script directory and alembic.ini are, and
+the Alembic Config and ScriptDirectory on them that the adapter (`sets.alembic`) runs."""
+
+from __future__ import annotations
+
+import io
+import os
+from pathlib import Path
+from typing import Any
+
+import sqlalchemy as sa
+from alembic.config import Config
+from alembic.script import ScriptDirectory
+from alembic.util import CommandError, coerce_resource_to_filename
+
+from queueguard.errors import UsageError
+from queueguard.sets.alembic_dsn import sqlalchemy_url
+
+INI = "alembic.ini"
+
+
+def _is_script_dir(path: Path) -> bool:
+    return (path / "env.py").is_file() and (
+        (path / "versions").is_dir() or (path / "script.py.mako").is_file()
+    )
+
+
+def _ini_script_location(ini: Path) -> Path | None:
+    """The script directory an alembic.ini names, resolved against the ini's folder (Alembic
+    itself resolves a relative one against the working directory, which is only right when
+    run from the project root, where `alembic` is normally run); None if it names none."""
+    try:
+        location = Config(file_=str(ini)).get_main_option("script_location")
+    except Exception:  # a broken ini is "not an Alembic project", not a crash in detect
+        return None
+    if not location:
+        return None
+    # `package:folder` names a folder inside an installed package (Alembic's own spelling).
+    if ":" in location and not os.path.isabs(location) and not Path(location).exists():
+        try:
+            return Path(coerce_resource_to_filename(location))
+        except Exception:
+            return None
+    path = Path(location)
+    return path if path.is_absolute() else ini.parent / path
+
+
+def _locate(root: Path) -> tuple[Path, Path | None]:
+    """(script directory, alembic.ini or None) of a project folder."""
+    root = root.resolve()
+    ini = root / INI
+    if ini.is_file():
+        location = _ini_script_location(ini)
+        if location is None:
+            raise UsageError(f"{ini} names no script_location")
+        if not _is_script_dir(location):
+            raise UsageError(f"{ini}: script_location {location} is not an Alembic folder")
+        return location.resolve(), ini
+    if not _is_script_dir(root):
+        raise UsageError(f"{root} is not an Alembic project (no env.py and versions/)")
+    parent_ini = root.parent / INI
+    return root, parent_ini if parent_ini.is_file() else None
+
+
+def ini_value(url: sa.URL) -> str:
+    """A URL as a value ConfigParser reads back unchanged: Alembic's Config interpolates `%`
+    (`%(here)s`), and a password's `%` and `@` are already %-quoted by the URL."""
+    return url.render_as_string(hide_password=False).replace("%", "%%")
+
+
+def config(root: Path, dsn: str | None, **attributes: Any) -> Config:
+    """An Alembic Config on the project at `root`: its own alembic.ini when it has one (so an
+    env.py calling `fileConfig(config.config_file_name)` works), script_location made
+    absolute, sqlalchemy.url the target (`postgresql+psycopg://`; a bare placeholder when
+    `dsn` is None). `attributes` go to `config.attributes`, e.g. `connection=` a live
+    SQLAlchemy Connection for an env.py that takes one (Alembic's cookbook recipe)."""
+    script_dir, ini = _locate(root)
+    # Alembic's own messages go to a buffer, not sys.stdout (as upgrade.alembic_config does).
+    cfg = Config(file_=str(ini) if ini else None, stdout=io.StringIO())
+    cfg.set_main_option("script_location", str(script_dir))
+    if ini is not None:
+        _anchor_sys_path(cfg, ini.parent)
+    url = sqlalchemy_url(dsn) if dsn is not None else sa.URL.create("postgresql+psycopg")
+    cfg.set_main_option("sqlalchemy.url", ini_value(url))
+    cfg.attributes.update(attributes)
+    return cfg
+
+
+def _anchor_sys_path(cfg: Config, here: Path) -> None:
+    """`prepend_sys_path = .` means the project's folder to the `alembic` command, which is
+    run from there; queueguard may run anywhere, so relative entries are taken from the
+    ini's folder (an env.py importing the project's models then finds them)."""
+    if not cfg.get_main_option("prepend_sys_path"):
+        return
+    entries = [str((here / entry).resolve()) for entry in cfg.get_prepend_sys_paths_list() or []]
+    cfg.set_main_option("path_separator", "os")
+    cfg.set_main_option("prepend_sys_path", os.pathsep.join(entries).replace("%", "%%"))
+
+
+def _script_directory(cfg: Config) -> ScriptDirectory:
+    try:
+        return ScriptDirectory.from_config(cfg)
+    except CommandError as exc:
+        raise UsageError(f"{cfg.get_main_option('script_location')}: {exc}") from None

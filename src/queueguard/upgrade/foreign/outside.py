@@ -1,0 +1,72 @@
+"""A statement PostgreSQL refuses in a transaction block (SQLSTATE 25001: `CREATE INDEX
+CONCURRENTLY`, `VACUUM`, …), run alone under the session-level runner lock with the
+revision's timeouts; a concurrent build that a crash interrupted is built again."""
+
+from __future__ import annotations
+
+import re
+import time
+from typing import Any
+
+import psycopg
+
+from queueguard.pg.sqlfiles import queries
+from queueguard.upgrade.foreign.session import Limits, runner_lock, session_unlock
+from queueguard.upgrade.plan.apply import code_of
+
+Q = queries("queueguard.upgrade", "foreign.sql")
+NOT_IN_A_TRANSACTION = "25001"
+_CONCURRENT_INDEX = re.compile(
+    r"^CREATE\s+(UNIQUE\s+)?INDEX\s+CONCURRENTLY\s+(IF\s+NOT\s+EXISTS\s+)?"
+    r"(?P<name>\"[^\"]+\"|[\w$]+)",
+    re.IGNORECASE,
+)
+
+
+def run_alone(
+    conn: psycopg.Connection[Any], statement: str, limits: Limits, *, resumed: bool
+) -> tuple[float, float]:
+    """Run `statement` in autocommit under the session-level runner lock, with the
+    revision's timeouts for the session (reset after); (perf_counter at its start, seconds
+    it took). Database errors propagate."""
+    conn.autocommit = True
+    began = time.perf_counter()
+    try:
+        runner_lock(conn, "runner_session_lock_try", limits)
+        conn.execute(f"SET lock_timeout = {limits.lock_timeout_ms}")
+        conn.execute(f"SET statement_timeout = {limits.statement_timeout_ms}")
+        index_name = concurrent_index(statement)
+        if index_name is not None:
+            rebuild_invalid(conn, index_name)
+        began = time.perf_counter()
+        try:
+            conn.execute(statement)
+        except psycopg.errors.DuplicateTable:
+            if not (resumed and index_name is not None):
+                raise
+            # the build finished before the crash that kept its progress row from moving
+        return began, time.perf_counter() - began
+    finally:
+        if not conn.closed and not conn.broken:
+            conn.execute("RESET lock_timeout")
+            conn.execute("RESET statement_timeout")
+            session_unlock(conn)
+        conn.autocommit = False
+
+
+def concurrent_index(statement: str) -> str | None:
+    """The name of the index a `CREATE INDEX CONCURRENTLY` builds, as the catalog spells it
+    (unquoted names fold to lower case); None for a nameless one (PostgreSQL picks it)."""
+    found = _CONCURRENT_INDEX.match(code_of(statement))
+    if found is None or found["name"].upper() == "ON":
+        return None
+    name = found["name"]
+    return name[1:-1].replace('""', '"') if name.startswith('"') else name.lower()
+
+
+def rebuild_invalid(conn: psycopg.Connection[Any], name: str) -> None:
+    """An invalid index of that name is a failed concurrent build's remains: drop it, so the
+    statement builds it again (never skip it as "already exists")."""
+    row = conn.execute(Q["invalid_index"], {"name": name}).fetchone()
+    if row is not None:
+        conn.execute(f"DROP INDEX CONCURRENTLY IF EXISTS {row[0]}")

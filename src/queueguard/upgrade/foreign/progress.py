@@ -1,0 +1,56 @@
+"""`queueguard_progress`: how far a revision split by a statement that runs outside a
+transaction got. A row is written before such a statement and moved past it after; the
+revision's bookkeeping transaction deletes it (and the table with its last row), so a
+completed upgrade leaves nothing of ours behind."""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+import psycopg
+
+from queueguard.pg.sqlfiles import queries
+from queueguard.sets import Revision
+
+Q = queries("queueguard.upgrade", "foreign.sql")
+
+
+def checksum(revision: Revision) -> str:
+    """What a progress row pins: the revision's statements (a resumed revision whose files
+    changed meanwhile is refused)."""
+    text = "\x00".join(revision.statements or ())
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def read(conn: psycopg.Connection[Any]) -> dict[str, tuple[int, str]]:
+    """{revision: (next statement index, checksum)} of every revision in progress."""
+    row = conn.execute(Q["progress_exists"]).fetchone()
+    if not row or not row[0]:
+        return {}
+    return {r[0]: (int(r[1]), str(r[2])) for r in conn.execute(Q["progress_read"]).fetchall()}
+
+
+def write(conn: psycopg.Connection[Any], rev: Revision, index: int) -> None:
+    conn.execute(Q["progress_create"])
+    conn.execute(
+        Q["progress_write"], {"revision": rev.id, "statement": index, "sha256": checksum(rev)}
+    )
+
+
+def committed(conn: psycopg.Connection[Any], rev: Revision) -> int:
+    """How many of the revision's statements are committed (read after a failure)."""
+    found = read(conn).get(rev.id)
+    conn.rollback()
+    return found[0] if found else 0
+
+
+def clear(conn: psycopg.Connection[Any], rev: Revision) -> None:
+    """The revision's row gone, and the table with the last row (in its bookkeeping
+    transaction)."""
+    row = conn.execute(Q["progress_exists"]).fetchone()
+    if row and row[0]:
+        conn.execute("DELETE FROM queueguard_progress WHERE revision = %s", (rev.id,))
+        left = conn.execute("SELECT count(*) FROM queueguard_progress").fetchone()
+        if left and not left[0]:
+            conn.execute(Q["progress_drop"])

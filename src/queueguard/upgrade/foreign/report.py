@@ -1,0 +1,49 @@
+"""What `upgrade` of a set did: its steps (one statement as it ran) and its report."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass
+class Step:
+    """One statement as it ran: for rehearse's report."""
+
+    revision: str
+    index: int
+    sql: str
+    transactional: bool
+    seconds: float
+    #: seconds from the statement's start to the end of its transaction (its locks' hold)
+    held_s: float = 0.0
+    started: float = field(default=0.0, repr=False)  # perf_counter at its start
+
+
+@dataclass
+class SetUpgradeReport:
+    format: str
+    target: str | None
+    before: str | None
+    after: str | None = None
+    applied: list[str] = field(default_factory=list)
+    skipped: list[str] = field(default_factory=list)
+    resumed: list[str] = field(default_factory=list)
+    lock_waits: int = 0
+    steps: list[Step] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    elapsed_ms: int = 0
+
+    def as_json(self) -> dict[str, Any]:
+        return {
+            "format": self.format,
+            "target": self.target,
+            "before": self.before,
+            "after": self.after,
+            "applied": self.applied,
+            "skipped": self.skipped,
+            "resumed": self.resumed,
+            "lockWaits": self.lock_waits,
+            "notes": self.notes,
+            "elapsed_ms": self.elapsed_ms,
+        }

@@ -1,0 +1,75 @@
+"""The runner's session on the target: its limits, the runner lock, and the transaction a
+revision (or the part of one between two statements outside a transaction) runs in."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import psycopg
+
+from queueguard.errors import ConnectionFailed, MigrationError, RunnerBusy
+from queueguard.pg.connect import connection_lost
+from queueguard.pg.dsn import redact
+from queueguard.pg.sqlfiles import queries
+from queueguard.upgrade.plan.apply import first_line
+from queueguard.upgrade.runner import RUNNER_WAIT_S
+
+Q = queries("queueguard.upgrade", "foreign.sql")
+APPLICATION_NAME = "queueguard-upgrade"
+
+
+@dataclass(frozen=True)
+class Limits:
+    lock_timeout_ms: int = 5000
+    statement_timeout_ms: int = 3_600_000
+    retries: int = 3
+    runner_wait_s: float = RUNNER_WAIT_S
+
+
+def begin(conn: psycopg.Connection[Any], limits: Limits, lock_timeout_ms: int) -> None:
+    """A revision transaction: the runner lock, then the revision's own timeouts."""
+    runner_lock(conn, "runner_lock_try", limits)
+    conn.execute(f"SET LOCAL lock_timeout = {lock_timeout_ms}")
+    conn.execute(f"SET LOCAL statement_timeout = {limits.statement_timeout_ms}")
+
+
+def runner_lock(conn: psycopg.Connection[Any], query: str, limits: Limits) -> None:
+    """Take the runner lock (`query`: transaction- or session-level) by polling, never by
+    waiting inside a statement: a waiting statement holds a snapshot, and another runner's
+    `CREATE INDEX CONCURRENTLY` waits for every older snapshot to end while that runner
+    holds the lock — a deadlock. Between tries the transaction, if any, is rolled back."""
+    deadline = time.monotonic() + limits.runner_wait_s
+    pause = 0.02
+    while True:
+        row = conn.execute(Q[query]).fetchone()
+        if row and row[0]:
+            return
+        conn.rollback()
+        if time.monotonic() >= deadline:
+            raise RunnerBusy(int(limits.runner_wait_s * 1000))
+        time.sleep(pause)
+        pause = min(pause * 2, 0.5)
+
+
+def session_unlock(conn: psycopg.Connection[Any]) -> None:
+    conn.execute(Q["runner_session_unlock"])
+
+
+def stopped(dsn: str, revision: str | None, exc: psycopg.Error) -> Exception:
+    """A database error no step handled, as one line: a lost server (exit 2) or the
+    revision it stopped (exit 1)."""
+    if connection_lost(exc):
+        return ConnectionFailed(lost(dsn, revision, exc))
+    where = f"revision {revision}" if revision else "the upgrade"
+    return MigrationError(f"{where} stopped: {first_line(exc)}")
+
+
+def lost(dsn: str, revision: str | None, exc: BaseException) -> str:
+    where = f"during revision {revision}" if revision else "between revisions"
+    return (
+        f"lost the server {where} ({redact(dsn)}: {first_line(exc)}); a revision commits "
+        "whole or, past a statement that runs outside a transaction, resumes where it "
+        "stopped: rerun queueguard upgrade against the primary, it is safe"
+    )

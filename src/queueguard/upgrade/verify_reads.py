@@ -1,0 +1,42 @@
+"""What verify reads from a scratch database, one connection each: its state document, its
+clock, its whole rows since then, per-table checksums, its catalog, the rows of a query."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from queueguard.pg.connect import connection
+from queueguard.revisions import SetFacts
+from queueguard.upgrade import catalog, rows, state
+from queueguard.upgrade.checksums import table_checksums
+
+
+def _export(dsn: str) -> dict[str, Any]:
+    with connection(dsn) as conn:
+        return state.export_database(conn)
+
+
+def _clock(dsn: str) -> datetime:
+    with connection(dsn) as conn:
+        return rows.clock(conn)
+
+
+def _whole(dsn: str, since: datetime, migrations: SetFacts) -> rows.Doc:
+    with connection(dsn) as conn:
+        return rows.export_upgraded(conn, since, migrations)
+
+
+def _checksums(dsn: str) -> dict[str, str]:
+    with connection(dsn) as conn:
+        return table_checksums(conn)
+
+
+def _catalog(dsn: str) -> Any:
+    with connection(dsn) as conn:
+        return catalog.introspect(conn)
+
+
+def _rows(dsn: str, sql: str) -> list[tuple[Any, ...]]:
+    with connection(dsn) as conn:
+        return conn.execute(sql).fetchall()
