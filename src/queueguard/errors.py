@@ -268,6 +268,16 @@ class LockTooLong(MigrationError):
     """`upgrade --max-lock`: plan says a revision would hold a blocking lock longer."""
 
 
+class NoOnlineForm(MigrationError):
+    """`upgrade --online`: a statement over the lock budget has no online form (or its table
+    holds an object a rebuild cannot carry across); nothing ran. `--force` runs it plain."""
+
+
+class OnlineProofFailed(MigrationError):
+    """`upgrade --online`: on the scratch copy the online forms did not end in the plain
+    statements' end state (schema dump or rows); nothing ran on the target."""
+
+
 class TamperedMigration(MigrationError):
     """A released migration's content no longer matches the checked-in manifest."""
 
@@ -302,3 +312,9 @@ class LegacyStatementFailed(QueueguardError):
     @property
     def unresolved(self) -> bool:
         return self.sqlstate in UNRESOLVED_SQLSTATES
+
+
+class RebuildRefused(MigrationError):
+    """`upgrade --online`: a table rewrite's shadow-table rebuild cannot carry an object of
+    the table across exactly (a rule, a materialized view, partitions, no key to replay by,
+    …); each is named. Nothing was changed."""

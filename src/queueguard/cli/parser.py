@@ -116,10 +116,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--max-lock",
         help="another format's set: refuse a revision whose plan holds a read/write-blocking "
-        "lock longer (--force applies it anyway)",
+        "lock longer (--force applies it anyway); with --online: the lock budget (default 1s) "
+        "over which a statement runs in its online form",
     )
     p.add_argument(
-        "--scratch-dsn", help="with --max-lock: admin DSN of the server for plan's scratch copy"
+        "--scratch-dsn",
+        help="with --max-lock or --online: admin DSN of the server for the scratch copies",
+    )
+    p.add_argument(
+        "--sample-rows",
+        type=int,
+        default=100_000,
+        help="with --max-lock or --online: rows per table in the scratch copies (100000)",
     )
     online = p.add_argument_group("online upgrade (the fleet keeps running; docs/upgrade.md)")
     online.add_argument("--online", action="store_true", help="expand, migrate, contract")
@@ -156,6 +164,12 @@ def build_parser() -> argparse.ArgumentParser:
         type=int,
         default=100_000,
         help="rows per table copied to the scratch copy (default 100000)",
+    )
+    p.add_argument(
+        "--online",
+        action="store_true",
+        help="the online bill: each statement over --max-lock (default 1s) in its online "
+        "form, its longest blocking lock, extra disk and time",
     )
     _add_migrations(p, formats=True)
     p.add_argument("--json", action="store_true")

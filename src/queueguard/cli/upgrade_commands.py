@@ -73,8 +73,10 @@ def _upgrade_foreign(args: argparse.Namespace) -> int:
     from queueguard.upgrade.plan.planner import plan
     from queueguard.upgrade.plan.report import render_over
 
-    if args.sql or args.online or args.phase:
-        raise UsageError("--sql and --online apply to queueguard's own migration set only")
+    if args.sql:
+        raise UsageError("--sql applies to queueguard's own migration set only")
+    if args.phase and not args.online:
+        raise UsageError("--phase goes with --online")
     mset = _foreign_set(args)
     dsn = _target(args, fallback=False)
     limits = Limits(
@@ -82,6 +84,10 @@ def _upgrade_foreign(args: argparse.Namespace) -> int:
         statement_timeout_ms=parse_duration_ms(args.statement_timeout or "60m"),
         retries=3 if args.retries is None else args.retries,
     )
+    if args.online:
+        from queueguard.cli import online_set_commands
+
+        return online_set_commands.upgrade_online(args, mset, dsn, limits)
     if args.max_lock:
         bill = plan(
             mset,
@@ -89,6 +95,7 @@ def _upgrade_foreign(args: argparse.Namespace) -> int:
             to=args.to,
             scratch_admin=args.scratch_dsn,
             max_lock_ms=parse_duration_ms(args.max_lock),
+            sample_rows=args.sample_rows,
         )
         if bill.over and not args.force:
             raise LockTooLong(

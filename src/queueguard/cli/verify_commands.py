@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import Any
 
 from queueguard.cli.common import _emit_json, _foreign_set, _is_foreign, _migrations, _target
 from queueguard.errors import UsageError
@@ -129,10 +130,33 @@ def cmd_plan(args: argparse.Namespace) -> int:
         max_lock_ms=max_lock,
         sample_rows=args.sample_rows,
     )
+    online = _online_bill(args, mset, result) if args.online else None
     if args.json:
         doc = result.document()
         doc.pop("schemaVersion")
+        if online is not None:
+            doc["online"] = online[0]
         _emit_json(doc)
     else:
         print(render_text(result))
+        if online is not None:
+            print(online[1])
+    if online is not None:  # the bill is paid online: only a statement without a form fails
+        return 1 if any(r["refusal"] for r in online[0]) else 0
     return 0 if not result.over else 1
+
+
+def _online_bill(args: argparse.Namespace, mset: Any, result: Any) -> tuple[list[Any], str]:
+    """`plan --online`: the statements over the budget, their forms, locks, disk, time."""
+    from queueguard.pg.targets import parse_duration_ms
+    from queueguard.upgrade.foreign.online import bill
+    from queueguard.upgrade.foreign.online.upgrade import DEFAULT_BUDGET_MS, decisions_of
+    from queueguard.upgrade.plan import sample
+
+    budget = parse_duration_ms(args.max_lock) if args.max_lock else DEFAULT_BUDGET_MS
+    dsn = _target(args, fallback=False)
+    decisions = decisions_of(mset, dsn, result, budget)
+    with sample.read_only(dsn) as conn:
+        sizes = sample.sizes(conn)
+    rows = [bill.row(d, sizes) for d in decisions]
+    return rows, bill.render(rows, budget)

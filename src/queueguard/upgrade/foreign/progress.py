@@ -31,11 +31,40 @@ def read(conn: psycopg.Connection[Any]) -> dict[str, tuple[int, str]]:
     return {r[0]: (int(r[1]), str(r[2])) for r in conn.execute(Q["progress_read"]).fetchall()}
 
 
-def write(conn: psycopg.Connection[Any], rev: Revision, index: int) -> None:
+def write(
+    conn: psycopg.Connection[Any], rev: Revision, index: int, forms: str | None = None
+) -> None:
+    """The revision is done up to statement `index` (exclusive); `forms`: statement `index`
+    is in flight with these online forms (JSON)."""
     conn.execute(Q["progress_create"])
+    conn.execute(Q["progress_columns"])
     conn.execute(
-        Q["progress_write"], {"revision": rev.id, "statement": index, "sha256": checksum(rev)}
+        Q["progress_write"],
+        {"revision": rev.id, "statement": index, "sha256": checksum(rev), "forms": forms},
     )
+
+
+def write_forms(conn: psycopg.Connection[Any], rev: Revision, forms: str) -> None:
+    """The forms of the statement in flight, as they now run (names resolved)."""
+    conn.execute(Q["progress_forms"], {"revision": rev.id, "forms": forms})
+
+
+def write_step(conn: psycopg.Connection[Any], rev: Revision, step: int) -> None:
+    """The first `step` online forms of the statement in flight are done."""
+    conn.execute(Q["progress_step"], {"revision": rev.id, "step": step})
+
+
+def in_flight(conn: psycopg.Connection[Any]) -> tuple[str, int, str, int] | None:
+    """(revision, statement, forms JSON, forms done) of a statement begun online and not
+    finished."""
+    row = conn.execute(Q["progress_exists"]).fetchone()
+    if not row or not row[0]:
+        return None
+    columns = conn.execute(Q["progress_has_forms"]).fetchone()
+    if not columns or not columns[0]:
+        return None
+    found = conn.execute(Q["progress_in_flight"]).fetchone()
+    return None if found is None else (found[0], int(found[1]), found[2], int(found[3]))
 
 
 def committed(conn: psycopg.Connection[Any], rev: Revision) -> int:

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import random
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import psycopg
@@ -37,8 +37,19 @@ from queueguard.pg.connect import connect, connection_lost
 from queueguard.sets import MigrationSet, Revision, sqldir, temporal
 from queueguard.upgrade import topology
 from queueguard.upgrade.foreign import alembic_runner, half_applied, outside, progress
+from queueguard.upgrade.foreign.online import apply as online_apply
+from queueguard.upgrade.foreign.online.apply import OnlinePlan
+from queueguard.upgrade.foreign.online.choose import Form
 from queueguard.upgrade.foreign.report import SetUpgradeReport, Step
-from queueguard.upgrade.foreign.session import APPLICATION_NAME, Limits, begin, stopped
+from queueguard.upgrade.foreign.session import (
+    APPLICATION_NAME,
+    Limits,
+    begin,
+    online_name,
+    runner_lock,
+    session_unlock,
+    stopped,
+)
 from queueguard.upgrade.plan.apply import code_of, first_line, is_transaction_control
 from queueguard.upgrade.runner import RETRY_GROWTH, RETRY_SLEEP_S
 
@@ -59,8 +70,11 @@ def upgrade(
     to: str | None = None,
     limits: Limits | None = None,
     on_step: Callable[[Step], None] | None = None,
+    online: OnlinePlan | None = None,
 ) -> SetUpgradeReport:
-    """Bring the database at `dsn` to `to` (default head) of the set; see the module doc."""
+    """Bring the database at `dsn` to `to` (default head) of the set; see the module doc.
+    `online`: the statements that run in online forms instead (`upgrade --online`); the
+    revision commits before each of them, so no statement waits on a long one after it."""
     limits = limits or Limits()
     if limits.lock_timeout_ms < 1:
         raise UsageError(f"--lock-timeout must be at least 1ms, got {limits.lock_timeout_ms} ms")
@@ -70,7 +84,8 @@ def upgrade(
     if mset.format in ("alembic",):
         return alembic_runner.upgrade(mset, dsn, target, limits)
     started = time.monotonic()
-    conn = connect(dsn, application_name=APPLICATION_NAME)
+    name = APPLICATION_NAME if online is None else online_name()
+    conn = connect(dsn, application_name=name)
     revision: str | None = None
     try:
         with conn.cursor() as cursor:
@@ -85,6 +100,7 @@ def upgrade(
             if changed:
                 raise TamperedMigration("; ".join(changed))
         in_progress = progress.read(conn)
+        online = _with_flight(conn, online)
         report = SetUpgradeReport(mset.format, target, before)
         pending = mset.pending(before, target)
         if pending and pending[0].id not in in_progress:
@@ -95,9 +111,8 @@ def upgrade(
         conn.commit()
         for rev in pending:
             revision = rev.id
-            done = _apply(
-                conn, mset, rev, previous, limits, in_progress.get(rev.id), report, on_step
-            )
+            resume = in_progress.get(rev.id)
+            done = _apply(conn, mset, rev, previous, limits, resume, report, on_step, online)
             if done:
                 report.applied.append(rev.id)
                 if rev.id in in_progress:
@@ -125,6 +140,7 @@ def _apply(
     resume: tuple[int, str] | None,
     report: SetUpgradeReport,
     on_step: Callable[[Step], None] | None,
+    online: OnlinePlan | None = None,
 ) -> bool:
     """Apply one revision with the retry ladder; False if another runner applied it first."""
     timeout = limits.lock_timeout_ms
@@ -136,7 +152,9 @@ def _apply(
     for attempt in range(limits.retries + 1):
         start = resume[0] if resume is not None else 0
         try:
-            return _attempt(conn, mset, rev, previous, limits, timeout, start, report, on_step)
+            return _attempt(
+                conn, mset, rev, previous, limits, timeout, start, report, on_step, online
+            )
         except psycopg.errors.LockNotAvailable:
             conn.rollback()
             report.lock_waits += 1
@@ -167,8 +185,10 @@ def _attempt(
     start: int,
     report: SetUpgradeReport,
     on_step: Callable[[Step], None] | None,
+    online: OnlinePlan | None = None,
 ) -> bool:
     statements = list(rev.statements or ())
+    last = max((i for i, s in enumerate(statements) if not is_transaction_control(s)), default=-1)
     begin(conn, limits, timeout)
     at = current(mset, conn)
     if at != previous and not (previous is None and at in (None, temporal.INITIAL_VERSION)):
@@ -181,6 +201,23 @@ def _attempt(
             report.notes.append(
                 f"{rev.id} statement {index + 1}: {code_of(statement)[:40]} left out"
             )
+            continue
+        found = online.at(rev.id, index) if online is not None else None
+        if found is not None:
+            assert online is not None
+            progress.write(conn, rev, index, online_apply.encode(found[0]))
+            _commit(conn, running, on_step)
+            running = []
+            for step in _online(
+                conn, mset, rev, previous, limits, index, index == last, found, online
+            ):
+                _emit(step, on_step)
+            if index == last:
+                return True  # the bookkeeping was in the statement's last transaction
+            begin(conn, limits, timeout)
+            if not _still_mine(conn, mset, rev, previous, index + 1):
+                conn.rollback()
+                return False
             continue
         conn.execute("SAVEPOINT queueguard_statement")
         began = time.perf_counter()
@@ -292,3 +329,98 @@ def _outside(
             raise
         raise _failed(rev, index, exc, committed=index) from None
     return Step(rev.id, index, statement, False, took, took, started=began)
+
+
+def finish_in_flight(
+    mset: MigrationSet, dsn: str, limits: Limits, options: Mapping[str, Any]
+) -> str | None:
+    """Finish the statement a killed `upgrade --online` left in flight, with the forms it
+    was begun with (a rerun must not plan it again: its half-done state is on the target);
+    `revision N statement I`, or None when nothing was in flight."""
+    conn = connect(dsn, application_name=online_name())
+    try:
+        begin(conn, limits, limits.lock_timeout_ms)
+        flight = progress.in_flight(conn)
+        previous = current(mset, conn)
+        conn.commit()
+        if flight is None:
+            return None
+        revision, index, forms, step = flight
+        rev = mset.get(revision)
+        statements = rev.statements or ()
+        last = max(i for i, s in enumerate(statements) if not is_transaction_control(s))
+        found = (online_apply.decode(forms), step)
+        _online(
+            conn,
+            mset,
+            rev,
+            previous,
+            limits,
+            index,
+            index == last,
+            found,
+            OnlinePlan(options={**options}),
+        )
+        return f"{index + 1} of revision {revision}"
+    except psycopg.Error as exc:
+        raise stopped(dsn, None, exc) from exc
+    finally:
+        conn.close()
+
+
+def _with_flight(conn: psycopg.Connection[Any], online: OnlinePlan | None) -> OnlinePlan | None:
+    """The plan with the statement a killed run left in flight: it is finished with the
+    forms it was begun with, whatever this run would choose."""
+    flight = progress.in_flight(conn)
+    if flight is None:
+        return online
+    revision, index, forms, step = flight
+    base = online or OnlinePlan()
+    return OnlinePlan(base.forms, base.options, (revision, index, online_apply.decode(forms), step))
+
+
+def _online(
+    conn: psycopg.Connection[Any],
+    mset: MigrationSet,
+    rev: Revision,
+    previous: str | None,
+    limits: Limits,
+    index: int,
+    last: bool,
+    found: tuple[Sequence[Form], int],
+    online: OnlinePlan,
+) -> list[Step]:
+    """Statement `index` in its online forms; its last transaction moves the progress past
+    it or, for the revision's last statement, writes the format's bookkeeping."""
+
+    def finish(c: psycopg.Connection[Any]) -> None:
+        if last:
+            _bookkeeping(c, mset, rev, previous)
+        else:
+            progress.write(c, rev, index + 1)
+
+    forms, step = found
+    # the runner lock for the whole statement, across its transactions (a second runner
+    # waits, then finds it done)
+    runner_lock(conn, "runner_session_lock_try", limits)
+    conn.commit()
+    try:
+        ran = online_apply.run_statement(
+            conn, limits, rev, forms, step=step, finish=finish, options=online.options
+        )
+    except psycopg.Error as exc:
+        if connection_lost(exc):
+            raise
+        kinds = ", ".join(f.kind for f in forms)
+        raise MigrationError(
+            f"revision {rev.id} failed at statement {index + 1}, run online ({kinds}): "
+            f"{first_line(exc)}; statements 1–{index} stay applied. Fix the cause and rerun "
+            "(it finishes this statement the way it began), or undo it with --phase abort\n"
+            f"  {' '.join(forms[0].sql.split())[:200]}"
+        ) from None
+    finally:
+        if not conn.closed and not conn.broken:
+            conn.rollback()
+            session_unlock(conn)
+            conn.commit()
+    return [Step(rev.id, index, sql, tx, took, took) for sql, took, tx in ran]

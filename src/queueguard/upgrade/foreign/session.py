@@ -3,6 +3,8 @@ revision (or the part of one between two statements outside a transaction) runs 
 
 from __future__ import annotations
 
+import os
+import socket
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -73,3 +75,10 @@ def lost(dsn: str, revision: str | None, exc: BaseException) -> str:
         "whole or, past a statement that runs outside a transaction, resumes where it "
         "stopped: rerun queueguard upgrade against the primary, it is safe"
     )
+
+
+def online_name() -> str:
+    """The application_name of `upgrade --online`'s sessions: ours, with the runner's pid and
+    host, so a rerun can tell a killed runner's backends (still building or filling) from a
+    live second runner's."""
+    return f"{APPLICATION_NAME} online {os.getpid()}@{socket.gethostname()}"[:63]

@@ -10,7 +10,7 @@ as `upgrade` applies it, each statement watched (`observe`), then priced (`bill`
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import psycopg
@@ -119,7 +119,11 @@ def plan(
     scratch_admin: str | None = None,
     max_lock_ms: float | None = None,
     sample_rows: int = sample.DEFAULT_ROWS,
+    start: Mapping[str, int] | None = None,
 ) -> Plan:
+    """The bill of the pending revisions. `start`: {revision: first statement index} for a
+    revision a previous run left part applied (its progress row): the bill starts there,
+    each line's `index` still counting the statements billed."""
     current = current_revision(mset, target_dsn)
     pending = mset.pending(current, to)
     result = Plan(mset.format, current, mset.resolve(to), [], max_lock_ms, sample_rows)
@@ -130,6 +134,8 @@ def plan(
         copy = databases.create()
         target_sizes = sample.build(target_dsn, copy, sample_rows)
         for revision in pending:
+            if start and start.get(revision.id) and revision.statements is not None:
+                revision = replace(revision, statements=revision.statements[start[revision.id] :])
             with connection(copy) as conn:
                 sample_sizes = sample.sizes(conn)
                 indexes = _indexes(conn)

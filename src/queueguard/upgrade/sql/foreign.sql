@@ -21,20 +21,53 @@ SELECT to_regclass('queueguard_progress') IS NOT NULL;
 -- name: progress_create
 -- Created in a revision's first transaction when it has to commit half way (a statement
 -- that cannot run in a transaction block), dropped in its bookkeeping transaction.
+-- `forms`, `step`: the online forms (JSON) of the statement in flight and how many of them
+-- are done (`upgrade --online`), so a rerun finishes that statement the way it was begun.
 CREATE TABLE IF NOT EXISTS queueguard_progress (
     revision text PRIMARY KEY,
     statement int NOT NULL,
     sha256 text NOT NULL,
-    updated_at timestamptz NOT NULL DEFAULT now()
+    updated_at timestamptz NOT NULL DEFAULT now(),
+    forms text,
+    step int NOT NULL DEFAULT 0
 );
+
+-- name: progress_columns
+-- A table an earlier queueguard created (before --online) gets the columns too.
+ALTER TABLE queueguard_progress
+    ADD COLUMN IF NOT EXISTS forms text, ADD COLUMN IF NOT EXISTS step int NOT NULL DEFAULT 0;
 
 -- name: progress_read
 SELECT revision, statement, sha256 FROM queueguard_progress;
 
 -- name: progress_write
-INSERT INTO queueguard_progress (revision, statement, sha256)
-VALUES (%(revision)s, %(statement)s, %(sha256)s)
-ON CONFLICT (revision) DO UPDATE SET statement = excluded.statement, updated_at = now();
+INSERT INTO queueguard_progress (revision, statement, sha256, forms, step)
+VALUES (%(revision)s, %(statement)s, %(sha256)s, %(forms)s, 0)
+ON CONFLICT (revision) DO UPDATE SET
+    statement = excluded.statement, updated_at = now(), forms = excluded.forms,
+    -- the same statement in flight again (a rerun): keep how far its forms got
+    step = CASE WHEN queueguard_progress.statement = excluded.statement
+                 AND queueguard_progress.forms IS NOT DISTINCT FROM excluded.forms
+                THEN queueguard_progress.step ELSE 0 END;
+
+-- name: progress_step
+UPDATE queueguard_progress SET step = %(step)s, updated_at = now()
+WHERE revision = %(revision)s;
+
+-- name: progress_forms
+UPDATE queueguard_progress SET forms = %(forms)s, updated_at = now()
+WHERE revision = %(revision)s;
+
+-- name: progress_has_forms
+-- A table an earlier queueguard created has no `forms` column: nothing can be in flight.
+SELECT EXISTS (
+    SELECT FROM pg_attribute
+    WHERE attrelid = 'queueguard_progress'::regclass AND attname = 'forms' AND NOT attisdropped
+);
+
+-- name: progress_in_flight
+-- The statement whose online forms were begun and not finished, if any.
+SELECT revision, statement, forms, step FROM queueguard_progress WHERE forms IS NOT NULL;
 
 -- name: progress_drop
 DROP TABLE IF EXISTS queueguard_progress;

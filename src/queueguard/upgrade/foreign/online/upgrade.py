@@ -1,0 +1,198 @@
+"""`upgrade --migrations DIR --online`: the set applied as it is, every statement over the
+lock budget in an online form proven on a scratch copy to end in the plain statement's
+end state.
+
+1. A statement a killed run left in flight is finished with the forms it was begun with.
+2. `plan` prices every pending statement on a scratch copy; `decide` picks the statements
+   over the budget and their forms (PostgreSQL's parse tree); one without a form refuses
+   (`--force` runs it plain), and so does a rebuild of a table holding an object it cannot
+   carry across.
+3. The proof: the pending versions applied twice on copies of one sample — plain, and with
+   the forms — must give a line-identical `pg_dump --schema-only` and equal rows.
+4. The target: the runner applies each version in order, committing before each online
+   statement, the bookkeeping in the version's last transaction.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from pglast import ast
+
+from queueguard.errors import NoOnlineForm, OnlineProofFailed
+from queueguard.pg import scratch
+from queueguard.pg.scratch import ScratchDatabases
+from queueguard.sets import MigrationSet
+from queueguard.upgrade.foreign import progress, runner
+from queueguard.upgrade.foreign.online import apply, choose, orphans, proof
+from queueguard.upgrade.foreign.online.apply import OnlinePlan
+from queueguard.upgrade.foreign.online.decide import Decision, decide
+from queueguard.upgrade.foreign.report import SetUpgradeReport
+from queueguard.upgrade.foreign.session import Limits
+from queueguard.upgrade.plan import planner, sample
+
+DEFAULT_BUDGET_MS = 1000.0
+
+
+@dataclass
+class OnlineUpgrade:
+    """What `upgrade --online` decided, proved and did."""
+
+    decisions: list[Decision] = field(default_factory=list)
+    forced: list[Decision] = field(default_factory=list)
+    report: SetUpgradeReport | None = None
+    proved: bool = False
+
+
+def _start(mset: MigrationSet, dsn: str) -> dict[str, int]:
+    """{revision: first statement not yet applied} from the target's progress rows."""
+    with sample.read_only(dsn) as conn:
+        found = progress.read(conn)
+        conn.rollback()
+    return {rev: index for rev, (index, _) in found.items() if rev in mset.ids}
+
+
+def _sizes(dsn: str) -> Mapping[str, Any]:
+    with sample.read_only(dsn) as conn:
+        return sample.sizes(conn)
+
+
+def _refusals(decisions: list[Decision], dsn: str) -> None:
+    """Each rebuild's table checked for objects it cannot carry across (read only)."""
+    rebuilds = [d for d in decisions if d.forms and any(f.kind == choose.REBUILD for f in d.forms)]
+    if not rebuilds:
+        return
+    rebuild = apply.module(choose.REBUILD)
+    with sample.read_only(dsn) as conn:
+        for decision in rebuilds:
+            for form in decision.forms or ():
+                if form.kind == choose.REBUILD:
+                    reasons = rebuild.refusals(conn, form)
+                    if reasons:
+                        decision.refusal = "; ".join(reasons)
+                        decision.forms = None
+        conn.rollback()
+
+
+def _volatile(decisions: list[Decision]) -> dict[str, set[str]]:
+    """{table: columns a rebuilt statement adds}: filled by their default row by row, which
+    may be volatile (the proof then asks only for a value where the plain row has one)."""
+    found: dict[str, set[str]] = {}
+    for decision in decisions:
+        for form in decision.forms or ():
+            if form.kind != choose.REBUILD:
+                continue
+            node = choose.parse_one(form.sql)
+            assert isinstance(node, ast.AlterTableStmt)
+            table = str(node.relation.relname) if node.relation else form.table
+            for cmd in node.cmds or ():
+                if isinstance(cmd.def_, ast.ColumnDef) and cmd.def_.colname:
+                    found.setdefault(table, set()).add(str(cmd.def_.colname))
+    return found
+
+
+def decisions_of(
+    mset: MigrationSet,
+    dsn: str,
+    bill: planner.Plan,
+    budget_ms: float,
+    start: Mapping[str, int] | None = None,
+) -> list[Decision]:
+    """The statements of `bill` over the budget with their forms, each rebuild's table
+    checked for what it cannot carry across (the target only read)."""
+    revisions = [(mset.get(rid), lines) for rid, lines in bill.revisions]
+    decisions = decide(revisions, budget_ms, _sizes(dsn), start or {})
+    _refusals(decisions, dsn)
+    return decisions
+
+
+def prove(
+    mset: MigrationSet,
+    dsn: str,
+    online: OnlinePlan,
+    *,
+    to: str | None,
+    volatile: Mapping[str, Collection[str]],
+    scratch_admin: str | None = None,
+    sample_rows: int = sample.DEFAULT_ROWS,
+) -> list[str]:
+    """The differences between the plain and the online end state on two copies of one
+    sample of the target (empty: proved)."""
+    admin = scratch_admin or scratch.database_dsn(dsn, "postgres")
+    with ScratchDatabases(admin, prefix="qgproof") as databases:
+        plain = databases.create()
+        sample.build(dsn, plain, sample_rows)
+        twin = databases.create(template=scratch.dbname_of(plain))
+        runner.upgrade(mset, plain, to=to)
+        runner.upgrade(mset, twin, to=to, online=online)
+        found = proof.dump_differences(proof.schema_dump(plain), proof.schema_dump(twin))
+        found += proof.row_differences(plain, twin, volatile=volatile, bookkeeping=mset.bookkeeping)
+    return found
+
+
+def upgrade_online(
+    mset: MigrationSet,
+    dsn: str,
+    *,
+    to: str | None = None,
+    limits: Limits | None = None,
+    budget_ms: float = DEFAULT_BUDGET_MS,
+    force: bool = False,
+    options: Mapping[str, Any] | None = None,
+    scratch_admin: str | None = None,
+    sample_rows: int = sample.DEFAULT_ROWS,
+    tell: Callable[[str], None] = lambda _: None,
+) -> OnlineUpgrade:
+    limits = limits or Limits()
+    result = OnlineUpgrade()
+    sql_format = mset.format != "alembic"  # an Alembic set never has a statement in flight
+    if sql_format:
+        orphans.settle(dsn, tell)
+    finished = runner.finish_in_flight(mset, dsn, limits, options or {}) if sql_format else None
+    if finished:
+        tell(f"finished statement {finished} that a previous run left in flight")
+    start = _start(mset, dsn) if sql_format else {}
+    tell("plan: pricing every pending statement on a scratch copy")
+    bill = planner.plan(
+        mset, dsn, to=to, scratch_admin=scratch_admin, max_lock_ms=budget_ms,
+        sample_rows=sample_rows, start=start,
+    )  # fmt: skip
+    decisions = decisions_of(mset, dsn, bill, budget_ms, start)
+    result.decisions = decisions
+    refused = [d for d in decisions if d.forms is None]
+    if refused and not force:
+        raise NoOnlineForm(_refused(refused, budget_ms))
+    result.forced = refused
+    online = OnlinePlan(
+        {(d.revision, d.index): d.forms for d in decisions if d.forms}, options or {}
+    )
+    if online.forms:
+        tell(f"proof: {len(online.forms)} statement(s) online and plain on two scratch copies")
+        differences = prove(
+            mset, dsn, online, to=to, volatile=_volatile(decisions),
+            scratch_admin=scratch_admin, sample_rows=sample_rows,
+        )  # fmt: skip
+        if differences:
+            raise OnlineProofFailed(
+                "the online forms do not end where the plain statements end; nothing ran "
+                "on the target:\n" + "\n".join(f"  {d}" for d in differences[:20])
+            )
+        result.proved = True
+    result.report = runner.upgrade(mset, dsn, to=to, limits=limits, online=online)
+    return result
+
+
+def _refused(refused: list[Decision], budget_ms: float) -> str:
+    lines = [
+        f"{len(refused)} statement(s) over the {budget_ms:.0f} ms lock budget have no online "
+        "form; nothing was changed (--force runs them plain):"
+    ]
+    for d in refused:
+        text = " ".join(d.line.seen.sql.split())[:120]
+        lines.append(
+            f"  revision {d.revision} statement {d.index + 1} (~{d.line.estimate_ms:.0f} ms): "
+            f"{d.refusal}\n    {text}"
+        )
+    return "\n".join(lines)

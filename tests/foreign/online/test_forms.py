@@ -1,0 +1,127 @@
+"""`upgrade --migrations DIR --online` with the forms of single statements (concurrent
+index, NOT VALID + VALIDATE, SET NOT NULL through a check, PRIMARY KEY / UNIQUE through a
+concurrent unique index), on the embedded server: the end state equals the plain upgrade's
+(a line-identical schema dump, equal rows, the set's bookkeeping), the blocking locks stay
+brief, and a kill in a form's middle resumes or aborts to the state before the statement."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from queueguard import sets
+from queueguard.upgrade.foreign import progress
+from queueguard.upgrade.foreign.online import abort, choose, proof
+from queueguard.upgrade.foreign.online.apply import encode
+from queueguard.upgrade.foreign.online.upgrade import upgrade_online
+from queueguard.upgrade.foreign.runner import upgrade
+
+SET = {
+    "V1__tables.sql": """
+CREATE TABLE parent (id bigint PRIMARY KEY, name text);
+CREATE TABLE child (id bigint PRIMARY KEY, parent_id bigint, a text, b int);
+CREATE TABLE events (k1 int, k2 int, note text);
+INSERT INTO parent SELECT g, 'p' || g FROM generate_series(1, 200) g;
+INSERT INTO child SELECT g, 1 + g % 200, 'a' || g, g FROM generate_series(1, 3000) g;
+INSERT INTO events SELECT g, g % 7, 'n' FROM generate_series(1, 2000) g;
+""",
+    "V2__constraints.sql": """
+CREATE INDEX ON child (a);
+ALTER TABLE child ADD FOREIGN KEY (parent_id) REFERENCES parent (id);
+ALTER TABLE child ADD CONSTRAINT b_positive CHECK (b > 0);
+ALTER TABLE child ALTER COLUMN b SET NOT NULL;
+CREATE TABLE audit (id bigint);
+""",
+    "V3__keys.sql": """
+ALTER TABLE child ADD UNIQUE (a, b);
+ALTER TABLE events ADD PRIMARY KEY (k1, k2);
+ALTER TABLE child ADD CHECK (id > 0), ALTER COLUMN a SET NOT NULL;
+""",
+}
+
+
+@pytest.fixture
+def folder(tmp_path: Path) -> Path:
+    root = tmp_path / "set"
+    root.mkdir()
+    for name, text in SET.items():
+        (root / name).write_text(text)
+    return root
+
+
+def _same_end_state(plain: str, online: str) -> None:
+    assert proof.dump_differences(proof.schema_dump(plain), proof.schema_dump(online)) == []
+    assert proof.row_differences(plain, online, bookkeeping={"queueguard_sqldir_ledger"}) == []
+
+
+def test_every_blocking_statement_runs_online_and_ends_where_the_plain_one_ends(
+    make_db: Callable[..., str], folder: Path
+) -> None:
+    mset = sets.load(folder)
+    plain, online = make_db(), make_db()
+    upgrade(mset, plain, to="1")
+    upgrade(mset, online, to="1")
+    upgrade(mset, plain)
+    # a budget of 0 ms: every statement with a blocking lock on a filled table goes online
+    result = upgrade_online(mset, online, budget_ms=0.0)
+    kinds = {(d.revision, d.index): [f.kind for f in d.forms or ()] for d in result.decisions}
+    assert kinds == {
+        ("2", 0): [choose.CONCURRENT_INDEX],
+        ("2", 1): [choose.NOT_VALID],
+        ("2", 2): [choose.NOT_VALID],
+        ("2", 3): [choose.NOT_NULL],
+        ("3", 0): [choose.UNIQUE_INDEX],
+        ("3", 1): [choose.UNIQUE_INDEX],
+        ("3", 2): [choose.NOT_VALID, choose.NOT_NULL],
+    }
+    assert result.proved and result.report is not None
+    assert result.report.applied == ["2", "3"] and result.report.after == "3"
+    _same_end_state(plain, online)
+
+
+def test_a_kill_inside_a_form_resumes_or_aborts_to_the_state_before_it(
+    make_db: Callable[..., str], folder: Path
+) -> None:
+    mset = sets.load(folder)
+    before, killed, aborted = make_db(), make_db(), make_db()
+    for dsn in (before, killed, aborted):
+        upgrade(mset, dsn, to="2")
+    rev = mset.get("3")
+    pk = choose.choose(rev.statements[1], rewrites=False, created=["events_pkey"])  # type: ignore[index]
+    assert isinstance(pk, list)
+    for dsn in (killed, aborted):
+        # what a run killed after the key columns were made NOT NULL leaves behind: the
+        # statement in flight, its checks, the columns set, the index half built (invalid)
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            with conn.transaction():
+                progress.write(conn, rev, 1, encode(pk))
+            conn.execute(
+                "ALTER TABLE events ADD CONSTRAINT events_k1_qg_not_null CHECK (k1 IS NOT NULL)"
+            )
+            conn.execute("ALTER TABLE events ALTER COLUMN k1 SET NOT NULL")
+            conn.execute("INSERT INTO events VALUES (1, 1, 'dup')")
+            with pytest.raises(psycopg.errors.UniqueViolation):
+                conn.execute("CREATE UNIQUE INDEX CONCURRENTLY events_pkey ON events (k1, k2)")
+            conn.execute("DELETE FROM events WHERE note = 'dup'")
+    # abort: the catalog as before the statement (statement 1 of 3 stays applied)
+    with psycopg.connect(before, autocommit=True) as conn:
+        conn.execute(rev.statements[0])  # type: ignore[index]
+        with conn.transaction():
+            progress.write(conn, rev, 1)
+    with psycopg.connect(aborted, autocommit=True) as conn:
+        conn.execute(rev.statements[0])  # type: ignore[index]
+    done = abort.abort(mset, aborted)
+    assert done.revision == "3" and done.statement == 1
+    assert "dropped index events_pkey" in done.undone
+    assert proof.dump_differences(proof.schema_dump(before), proof.schema_dump(aborted)) == []
+    # rerun: the statement in flight is finished with its forms, then the rest
+    with psycopg.connect(killed, autocommit=True) as conn:
+        conn.execute(rev.statements[0])  # type: ignore[index]
+    result = upgrade_online(mset, killed, budget_ms=0.0)
+    assert result.report is not None and result.report.after == "3"
+    plain = make_db()
+    upgrade(mset, plain)
+    _same_end_state(plain, killed)
