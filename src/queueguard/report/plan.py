@@ -71,7 +71,7 @@ def _summary(doc: dict[str, Any]) -> str:
         else ""
     )
     return (
-        f"A {doc['format']} set: the target {at}, {pending} pending up to `{doc['target']}`, "
+        f"The {doc['format']} set: the target {at}, {pending} pending up to `{doc['target']}`, "
         f"{count(len(_statements(doc)), 'statement')}. Each statement was observed on a "
         f"scratch copy holding {doc['sampleRows']} rows per table; times are scaled to the "
         f"target's size{budget}."
