@@ -18,6 +18,7 @@ from queueguard.cli.common import (
     _target,
 )
 from queueguard.errors import UsageError
+from queueguard.report.units import duration_ms
 
 
 # lint --------------------------------------------------------------------------------
@@ -161,7 +162,7 @@ def cmd_mutate(args: argparse.Namespace) -> int:
         )
         print(
             f"mutate: [{done}/{total}] {status:18} {mutant.id} {mutant.operator} "
-            f"{mutant.where} ({outcome.elapsed_ms / 1000:.1f}s)",
+            f"{mutant.where} ({duration_ms(outcome.elapsed_ms)})",
             file=sys.stderr,
             flush=True,
         )
