@@ -165,3 +165,20 @@ def test_the_gitlab_ci_recipe_runs_green(project: dict[str, Any]) -> None:
     notes = "https://gitlab.example/api/v4/projects/12/merge_requests/7/notes"
     (post,) = [c for c in calls if c[0] == "curl" and "POST" in c]
     assert post[-1] == notes and "body@plan.md" in post and "PRIVATE-TOKEN: test-token" in post
+
+
+def test_every_queueguard_command_of_every_recipe_parses() -> None:
+    """The upgrade-CI workflow (two full `verify` runs and a staging rehearsal: not run here)
+    included: each `queueguard …` line its steps hold is a command line queueguard accepts."""
+    import shlex
+
+    from queueguard.cli.parser import build_parser
+
+    found = 0
+    for path in sorted(CI.glob("*.yml")):
+        text = path.read_text(encoding="utf-8").replace("\\\n", " ")
+        for line in re.findall(r"^\s*(?:run:\s*|-\s*)?(queueguard\s.+)$", text, re.MULTILINE):
+            argv = shlex.split(line.split(">")[0].split("||")[0])
+            build_parser().parse_args(argv[1:])
+            found += 1
+    assert found >= 6
