@@ -55,12 +55,3 @@ def listing(items: Iterable[object], *, empty: str = "none") -> str:
 def lock_mode(pg_mode: str) -> str:
     """`AccessExclusiveLock` (pg_locks) → `ACCESS EXCLUSIVE` (SQL's LOCK … IN … MODE)."""
     return _CAMEL.sub(" ", pg_mode.removesuffix("Lock")).upper()
-
-
-def value(v: object, *, none: str = "none") -> str:
-    """A scalar of a JSON document for a reader: `None` → `none`, booleans as yes/no."""
-    if v is None:
-        return none
-    if isinstance(v, bool):
-        return "yes" if v else "no"
-    return str(v)
