@@ -191,7 +191,7 @@ class RunnerBusy(MigrationError):
     def __init__(self, waited_ms: int) -> None:
         self.waited_ms = waited_ms
         super().__init__(
-            f"another queueguard upgrade held the runner lock for {waited_ms / 1000:.0f}s"
+            f"another queueguard upgrade held the runner lock for {waited_ms / 1000:.0f} s"
         )
 
 
@@ -255,7 +255,7 @@ class MigratorBusy(MigrationError):
         self.holder = holder
         super().__init__(
             f"another online migrator ({holder}) held the rollout's lease for "
-            f"{waited_s:.0f}s; a killed one's lease expires by itself: rerun later"
+            f"{waited_s:.0f} s; a killed one's lease expires by itself: rerun later"
         )
 
 

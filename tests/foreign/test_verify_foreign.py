@@ -272,7 +272,9 @@ def test_rows_compare_as_multisets() -> None:
     assert checks.multiset_diff(before, after) == ([(1, "a")], [(4, "b")])
     assert checks.multiset_diff([(1,), (2,)], [(2,), (1,)]) == ([], [])
     shown = checks.rows_problems([(n,) for n in range(7)], [], limit=2)
-    assert shown == ["only before: (0,)", "only before: (1,)", "only before: … 5 more row(s)"]
+    assert shown == ["only before: (0)", "only before: (1)", "only before: … 5 more row(s)"]
+    row = checks.row_text((None, True, "it's", 2.5, ("x",)))
+    assert row == "(NULL, true, 'it''s', 2.5, [\"x\"])"
 
 
 def _catalog(**parts: Any) -> catalog.Catalog:

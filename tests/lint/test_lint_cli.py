@@ -103,7 +103,8 @@ def test_findings_as_json(capsys: pytest.CaptureFixture[str]) -> None:
     code, out, _ = _run(capsys, "--json", str(BAD))
     doc = json.loads(out)
     assert (code, doc["schemaVersion"], doc["ok"]) == (1, 1, False)
-    assert [set(f) for f in doc["findings"]] == [FINDING_KEYS, FINDING_KEYS]
+    statement = {"statement_line", "statement_column"}
+    assert [set(f) for f in doc["findings"]] == [FINDING_KEYS | statement] * 2
     first = doc["findings"][0]
     assert (first["code"], first["line"], first["column"], first["source"]) == (
         "migration.lock_order",
@@ -112,6 +113,8 @@ def test_findings_as_json(capsys: pytest.CaptureFixture[str]) -> None:
         "queueguard",
     )
     assert first["hint"]
+    # the statement holding it starts at the line's first token (what an annotation points at)
+    assert (first["statement_line"], first["statement_column"]) == (6, 1)
 
 
 def test_a_missing_path_exits_2(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:

@@ -429,3 +429,26 @@ def test_a_session_holding_a_lock_shows_in_waits_behind(
     assert (waits["relation"], waits["mode"]) == ("account", ASL)
     assert waits["age_ms"] >= 0 and waits["state"] == "idle in transaction"
     assert "SELECT count(*) FROM account" in waits["query"]
+
+
+# 6. the pull-request comment -------------------------------------------------------------------
+def test_the_markdown_comment_shows_what_the_json_document_holds(
+    capsys: pytest.CaptureFixture[str], accounts: str, rewrite_set: Path, pg_admin_dsn: str
+) -> None:
+    from tests.report.markdown_cells import sql_mode, table_under
+
+    common = ("--migrations", str(rewrite_set), "--dsn", accounts, "--scratch-dsn", pg_admin_dsn)
+    code, comment, err = _run(capsys, *common, "--sample-rows", "500", "--output", "markdown")
+    assert code == 0, err
+    doc = _plan_json(capsys, *common, "--sample-rows", "500")
+    ((statement,),) = [r["statements"] for r in doc["revisions"]]
+    (row,) = table_under(comment, "Revision 001").rows
+    assert row[1].code == [statement["sql"]]
+    assert (row[2].text, row[3].text) == ("account", sql_mode(AEL))
+    assert row[6].text.startswith("rewrites account: ")  # the figures are this run's own
+    assert (row[7].text, row[8].text) == ("rewrites account", "blocks-reads")
+    assert comment.startswith("### ⚠️ queueguard plan: 1 statement blocking reads, 1 table")
+    assert comment.rstrip().endswith("<!-- queueguard:plan -->")
+
+    code, out, err = _run(capsys, *common, "--json", "--output", "markdown")
+    assert code == 2 and not out and "--json is --output json" in err

@@ -25,6 +25,38 @@ def _emit_json(doc: dict[str, Any]) -> None:
     print(json.dumps(doc, indent=2, default=str, ensure_ascii=False))
 
 
+def _output(args: argparse.Namespace) -> str:
+    """`--output` (text, json, markdown; lint also github, sarif); `--json` is `--output json`."""
+    chosen = getattr(args, "output", None)
+    if getattr(args, "json", False):
+        if chosen not in (None, "json"):
+            raise UsageError(f"--json is --output json: give one of --json and --output {chosen}")
+        return "json"
+    return chosen or "text"
+
+
+def _document(doc: dict[str, Any]) -> dict[str, Any]:
+    """The document exactly as `--output json` prints it (paths and tuples as JSON has
+    them), so every other rendering is a function of that document alone."""
+    loaded: dict[str, Any] = json.loads(json.dumps({"schemaVersion": 1, **doc}, default=str))
+    return loaded
+
+
+def _emit(output: str, command: str, doc: dict[str, Any], text: Callable[[], str]) -> None:
+    """Print a command's result as `--output` asks: its JSON document, the pull-request
+    comment rendered from that document, or `text()` (nothing when it is empty)."""
+    if output == "json":
+        _emit_json(doc)
+    elif output == "markdown":
+        from queueguard import report
+
+        print(report.comment(command, _document(doc)), end="")
+    else:
+        rendered = text()
+        if rendered:
+            print(rendered)
+
+
 def _migrations(args: argparse.Namespace) -> SetFacts:
     """The migration set `--migrations DIR` names (default: the packaged one)."""
     from queueguard import revisions

@@ -34,21 +34,13 @@ def cmd_status(args: argparse.Namespace) -> int:
 
     if _is_foreign(args):
         return _status_foreign(args)
+    from queueguard.upgrade.status import render_text
+
     doc = status(_target(args, fallback=True), _migrations(args))
     if args.json:
         _emit_json(doc)
     else:
-        for key in ("revision", "head", "protocol", "queues", "tasks", "drift"):
-            print(f"{key:9} {doc.get(key)}")
-        rollout = doc.get("rollout")
-        if rollout:
-            left = rollout["rowsLeft"]
-            eta = f", ETA {rollout['etaSeconds']:.0f}s" if rollout["etaSeconds"] else ""
-            print(
-                f"rollout   to {rollout['target']}, phase {rollout['phase']}: "
-                f"{rollout['rowsDone']} rows migrated, {left['directives']} without directive "
-                f"and {left['relocations']} in @auto left{eta}"
-            )
+        print(render_text(doc))
     return 1 if doc["drift"] else 0
 
 
@@ -69,8 +61,9 @@ def _status_foreign(args: argparse.Namespace) -> int:
     if args.json:
         _emit_json(doc)
     else:
-        for key in ("format", "revision", "head"):
-            print(f"{key:9} {doc[key]}")
+        print(f"format    {mset.format}")
+        print(f"revision  {at or 'none (nothing of the set applied)'}")
+        print(f"head      {doc['head'] or 'none (an empty set)'}")
         print(f"pending   {', '.join(pending) or 'none'}")
     return 0
 
@@ -82,13 +75,17 @@ def cmd_inspect(args: argparse.Namespace) -> int:
     if args.json:
         _emit_json(doc)
         return 0
-    print("task_queues:")
-    for row in doc["task_queues"]:
-        print(f"  {row}")
-    print("tasks:")
-    for row in doc["tasks"]:
-        print(f"  {row}")
+    for table in ("task_queues", "tasks"):
+        rows = doc[table]
+        print(f"{table}: {len(rows)} row(s)" if rows else f"{table}: no rows")
+        for row in rows:
+            print("  " + ", ".join(f"{k} {_value(v)}" for k, v in row.items()))
     return 0
+
+
+def _value(v: object) -> str:
+    """A row's value for a terminal: text as it is, anything else as JSON (never a repr)."""
+    return v if isinstance(v, str) else json.dumps(v, ensure_ascii=False, default=str)
 
 
 # db ----------------------------------------------------------------------------------

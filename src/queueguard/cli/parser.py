@@ -31,9 +31,11 @@ EXAMPLES = {
     "fixtures": 'queueguard fixtures load v0.3 --dsn "$DSN"',
     "snapshot": "queueguard snapshot import backup.json          # validate only\n"
     '  queueguard snapshot import backup.json --dsn "$DSN"',
-    "plan": 'queueguard plan --migrations ./schema/versioned --dsn "$DSN" --max-lock 2s',
+    "plan": 'queueguard plan --migrations ./schema/versioned --dsn "$DSN" --max-lock 2s\n'
+    '  queueguard plan --migrations ./schema/versioned --dsn "$DSN" --output markdown > plan.md',
     "rehearse": 'queueguard rehearse --dsn "$PROD_DSN" --scratch-dsn "$SCRATCH_DSN"',
-    "lint": "queueguard lint migrations/ --json",
+    "lint": "queueguard lint migrations/ --json\n"
+    "  queueguard lint --migrations ./schema/versioned --output github",
     "manifest": "queueguard manifest --write --migrations ./migrations",
     "mutate": "queueguard mutate 004 --list\n"
     '  queueguard mutate 004 --jobs 2 --command "pytest upgrade_tests -x" --json',
@@ -71,6 +73,21 @@ def _add_migrations(p: argparse.ArgumentParser, *, formats: bool = False) -> Non
             choices=["queueguard", "alembic", "temporal", "sqldir"],
             help="the set's format (default: detected)",
         )
+
+
+#: what `--output` renders: the text for a terminal, the JSON document, the pull-request
+#: comment (Markdown); lint also GitHub workflow commands (annotations) and SARIF 2.1.0
+OUTPUTS = ("text", "json", "markdown")
+LINT_OUTPUTS = (*OUTPUTS, "github", "sarif")
+
+
+def _add_output(p: argparse.ArgumentParser, choices: tuple[str, ...] = OUTPUTS) -> None:
+    p.add_argument(
+        "--output",
+        choices=choices,
+        help="what to print: " + ", ".join(choices) + " (default text; docs/interfaces.md, Output)",
+    )
+    p.add_argument("--json", action="store_true", help="the same as --output json")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -172,7 +189,7 @@ def build_parser() -> argparse.ArgumentParser:
         "form, its longest blocking lock, extra disk and time",
     )
     _add_migrations(p, formats=True)
-    p.add_argument("--json", action="store_true")
+    _add_output(p)
     p.set_defaults(handler=verify_commands.cmd_plan)
 
     p = sub.add_parser("preflight", help="read-only, bounded-lock audit before an upgrade")
@@ -207,7 +224,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="another format's set: `-- name: NAME` read-only queries, same rows before and "
         "after each fixture's upgrade",
     )
-    p.add_argument("--json", action="store_true")
+    _add_output(p)
     p.set_defaults(handler=verify_commands.cmd_verify)
 
     p = sub.add_parser("fixtures", help="list or load the golden fixtures")
@@ -236,7 +253,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="another format's set: `-- name:` queries whose rows must not change",
     )
     _add_migrations(p, formats=True)
-    p.add_argument("--json", action="store_true")
+    _add_output(p)
     p.set_defaults(handler=verify_commands.cmd_rehearse)
 
     p = sub.add_parser(
@@ -250,7 +267,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="migration directories, step files, audit queries or .sql files "
         "(default: the packaged migrations/ and audit_queries/)",
     )
-    p.add_argument("--json", action="store_true")
+    _add_output(p, LINT_OUTPUTS)
     _add_migrations(p, formats=True)
     p.add_argument(
         "--dsn",

@@ -9,7 +9,14 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from queueguard.cli.common import _emit_json, _foreign_set, _is_foreign, _migrations, _target
+from queueguard.cli.common import (
+    _emit,
+    _foreign_set,
+    _is_foreign,
+    _migrations,
+    _output,
+    _target,
+)
 from queueguard.errors import UsageError
 from queueguard.style import wants_color
 
@@ -19,8 +26,9 @@ def cmd_verify(args: argparse.Namespace) -> int:
     from queueguard.pg import scratch
     from queueguard.upgrade import verify
 
+    output = _output(args)
     if _is_foreign(args):
-        return _verify_foreign(args)
+        return _verify_foreign(args, output)
     if args.fresh or args.invariants:
         raise UsageError("--fresh and --invariants apply to another format's migration set")
     admin = args.dsn or scratch.server_dsn()
@@ -31,18 +39,17 @@ def cmd_verify(args: argparse.Namespace) -> int:
     report = verify.verify(
         admin,
         args.fixture or None,
-        progress=None if args.json else progress,
+        progress=None if output == "json" else progress,
         migrations=_migrations(args),
         fixtures_root=Path(args.fixtures) if args.fixtures else None,
     )
-    if args.json:
-        _emit_json(report.as_json())
-    else:
-        print(verify.render(report, color=wants_color(sys.stdout)))
+    doc = report.as_json()
+    doc.pop("schemaVersion")
+    _emit(output, "verify", doc, lambda: verify.render(report, color=wants_color(sys.stdout)))
     return 0 if report.ok else 1
 
 
-def _verify_foreign(args: argparse.Namespace) -> int:
+def _verify_foreign(args: argparse.Namespace, output: str) -> int:
     from queueguard.pg import scratch
     from queueguard.upgrade.foreign import checks
     from queueguard.upgrade.foreign.verify import verify
@@ -56,20 +63,20 @@ def _verify_foreign(args: argparse.Namespace) -> int:
         fresh=Path(args.fresh) if args.fresh else None,
         fixtures=Path(args.fixtures) if args.fixtures else None,
         invariants=Path(args.invariants) if args.invariants else None,
-        progress=None if args.json else lambda line: print(f"verify: {line}", file=sys.stderr),
+        progress=None
+        if output == "json"
+        else lambda line: print(f"verify: {line}", file=sys.stderr),
     )
-    if args.json:
-        doc = report.document()
-        doc.pop("schemaVersion")
-        _emit_json(doc)
-    else:
-        print(checks.render_text(report))
+    doc = report.document()
+    doc.pop("schemaVersion")
+    _emit(output, "verify", doc, lambda: checks.render_text(report))
     return 0 if report.ok else 1
 
 
 def cmd_rehearse(args: argparse.Namespace) -> int:
-    from queueguard.upgrade.rehearse import rehearse
+    from queueguard.upgrade.rehearse import rehearse, render_text
 
+    output = _output(args)
     if _is_foreign(args):
         from queueguard.upgrade.foreign import rehearse as foreign
         from queueguard.upgrade.foreign.checks import parse_invariants
@@ -87,28 +94,13 @@ def cmd_rehearse(args: argparse.Namespace) -> int:
             to=args.to,
             invariants=invariants,
         )
-        if args.json:
-            _emit_json(done.as_json())
-        else:
-            print(foreign.render_text(done))
+        _emit(output, "rehearse", done.as_json(), lambda: foreign.render_text(done))
         return 0 if done.ok else 1
 
     result = rehearse(_target(args, fallback=False), args.scratch_dsn, _migrations(args))
-    if args.json:
-        _emit_json(result.as_json())
-    else:
-        print(
-            f"rehearsed upgrade of a {result.method} copy (source revision "
-            f"{result.source_revision}) in {result.elapsed_ms} ms"
-        )
-        for q in result.queues:
-            print(
-                f"  {q['queue']}: range {q['range']} ack {q['ack']} last {q['last']} "
-                f"rows {q['rows']}"
-            )
-        for v in result.violations:
-            print(f"VIOLATION: {v}")
-        print("conservation laws hold" if result.ok else "REHEARSAL FAILED")
+    doc = result.as_json()
+    doc.pop("schemaVersion")
+    _emit(output, "rehearse", doc, lambda: render_text(result))
     return 0 if result.ok else 1
 
 
@@ -118,6 +110,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
     from queueguard.upgrade.plan.planner import plan
     from queueguard.upgrade.plan.report import render_text
 
+    output = _output(args)
     if args.sample_rows < 1:
         raise UsageError(f"--sample-rows must be at least 1, got {args.sample_rows}")
     max_lock = parse_duration_ms(args.max_lock) if args.max_lock else None
@@ -131,16 +124,15 @@ def cmd_plan(args: argparse.Namespace) -> int:
         sample_rows=args.sample_rows,
     )
     online = _online_bill(args, mset, result) if args.online else None
-    if args.json:
-        doc = result.document()
-        doc.pop("schemaVersion")
-        if online is not None:
-            doc["online"] = online[0]
-        _emit_json(doc)
-    else:
-        print(render_text(result))
-        if online is not None:
-            print(online[1])
+    doc = result.document()
+    doc.pop("schemaVersion")
+    if online is not None:
+        doc["online"] = online[0]
+
+    def text() -> str:
+        return render_text(result) + (f"\n{online[1]}" if online is not None else "")
+
+    _emit(output, "plan", doc, text)
     if online is not None:  # the bill is paid online: only a statement without a form fails
         return 1 if any(r["refusal"] for r in online[0]) else 0
     return 0 if not result.over else 1

@@ -14,13 +14,14 @@ marker. See docs/lint.md.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from queueguard import revisions
-from queueguard.errors import QueueguardError, UsageError
+from queueguard.errors import QueueguardError, SplitError, UsageError
 from queueguard.lint import squawk
+from queueguard.lint.foreign.statements import Located, containing, locate
 from queueguard.lint.model import Corpus, Finding, Kind, SqlFile
 from queueguard.lint.rules import RULES
 from queueguard.lint.silences import Silenced, apply
@@ -63,7 +64,14 @@ class Report:
     def as_json(self) -> dict[str, Any]:
         return {
             "ok": self.ok,
-            "findings": [f.as_json(self.base) for f in self.findings],
+            "findings": [
+                {
+                    **f.as_json(self.base),
+                    "statement_line": f.statement[0] if f.statement else None,
+                    "statement_column": f.statement[1] if f.statement else None,
+                }
+                for f in self.findings
+            ],
             "silenced": [s.as_json(self.base) for s in self.silenced],
             "files": self.files,
             "squawk": self.squawk_version,
@@ -111,6 +119,7 @@ def lint(
         if f.syntax_error
     ]
     kept, silenced = apply(findings, corpus.checked_files, UNSILENCEABLE)
+    kept = _with_statements(kept, corpus.checked_files)
     kept.sort(key=lambda f: (str(f.path), f.line, f.column, f.code))
     report = Report(
         tuple(kept),
@@ -121,6 +130,23 @@ def lint(
     if raise_on_findings and not report.ok:
         raise LintFailed(report.findings)
     return report
+
+
+def _with_statements(findings: list[Finding], files: Sequence[SqlFile]) -> list[Finding]:
+    """Each finding with where its statement starts: the last statement (as `sets.split`
+    cuts the file, leading comments included) beginning at or before it, the first for one
+    before every statement. A file that does not split keeps its findings' own places."""
+    located: dict[Path, list[Located]] = {}
+    for file in files:
+        try:
+            located[file.path] = locate(file.text)
+        except SplitError:
+            continue
+    out = []
+    for f in findings:
+        stmt = containing(located.get(f.path, []), f.line, f.column)
+        out.append(replace(f, statement=(stmt.line, stmt.column)) if stmt else f)
+    return out
 
 
 def discover(paths: Sequence[Path]) -> Corpus:

@@ -40,6 +40,9 @@ class Finding:
     hint: str
     #: "queueguard" for our own rules, "squawk" for findings mapped from squawk.
     source: str = "queueguard"
+    #: where the statement holding it starts (line, column of its first token): what an
+    #: annotation points at; None for a finding outside any statement (manifest.json)
+    statement: tuple[int, int] | None = field(default=None, compare=False)
 
     def display_path(self, base: Path | None = None) -> str:
         """The path relative to `base` (default: the working directory) when under it."""

@@ -83,10 +83,37 @@ def walkthrough(store: Store, namespace: str = "demo") -> list[Step]:
     return steps
 
 
+def _ids(ids: list[int]) -> str:
+    return ", ".join(map(str, ids)) if ids else "none"
+
+
+def _result(value: Any) -> str:
+    return _ids(value) if isinstance(value, list) else str(value)
+
+
+def _persisted_text(p: dict[str, Any]) -> str:
+    return (
+        f"range {p['range_id']}, ack level {p['ack_level']}, last task id {p['last_task_id']}, "
+        f"stored rows {_ids(p['stored_task_rows'])}"
+    )
+
+
+def _progress(p: dict[str, Any] | None) -> str:
+    if p is None:
+        return "not loaded"
+    return (
+        f"read level {p['readLevel']}, ack level {p['ackLevel']}, {p['outstanding']} "
+        f"outstanding, handled above a gap {_ids(p['handledAboveGap'])}"
+    )
+
+
 def render(title: str, steps: list[Step]) -> str:
+    """The walkthrough for a terminal: each step, what is durable (`persistedQueue` in
+    `--json`) and what the loaded manager knows (`loadedQueueProgress`)."""
     lines = [f"== {title} =="]
     for s in steps:
-        lines.append(f"- {s['step']}" + (f" -> {s['result']}" if s["result"] is not None else ""))
-        lines.append(f"    persistedQueue:      {s['persistedQueue']}")
-        lines.append(f"    loadedQueueProgress: {s['loadedQueueProgress']}")
+        result = f" -> {_result(s['result'])}" if s["result"] is not None else ""
+        lines.append(f"- {s['step']}{result}")
+        lines.append(f"    persisted: {_persisted_text(s['persistedQueue'])}")
+        lines.append(f"    loaded:    {_progress(s['loadedQueueProgress'])}")
     return "\n".join(lines)

@@ -34,6 +34,7 @@ from psycopg.rows import TupleRow
 
 from queueguard.errors import LockTimeout, QueueguardError
 from queueguard.pg.connect import connect, connection
+from queueguard.report.units import duration_s
 from queueguard.revisions import RevisionFacts, SetFacts
 from queueguard.upgrade import locks
 from queueguard.upgrade.checksums import fingerprint
@@ -76,19 +77,20 @@ class Outcome:
             found.append(f"{where}: upgrade did not give up with LockTimeout ({did})")
         if self.elapsed_s > self.bound_s:
             found.append(
-                f"{where}: upgrade waited {self.elapsed_s:.1f}s from its first lock wait, "
+                f"{where}: upgrade waited {duration_s(self.elapsed_s)} from its first lock wait, "
                 f"beyond its ladder's "
-                f"{self.bound_s:.1f}s (lock timeout {LOCK_TIMEOUT_MS} ms, {RETRIES} retry)"
+                f"{duration_s(self.bound_s)} (lock timeout {LOCK_TIMEOUT_MS} ms, {RETRIES} retry)"
             )
         if not self.unchanged:
             found.append(f"{where}: the database changed")
         return found
 
     def summary(self) -> str:
-        start = "" if self.start_s is None else f", {self.start_s:.2f}s after it started"
+        start = "" if self.start_s is None else f", {duration_s(self.start_s)} after it started"
         return (
-            f"revision {self.revision} gave up {self.elapsed_s:.2f}s after its first lock wait "
-            f"(bound {self.bound_s:.1f}s{start}) while another session held {self.held} on "
+            f"revision {self.revision} gave up {duration_s(self.elapsed_s)} after its first "
+            "lock wait "
+            f"(bound {duration_s(self.bound_s)}{start}) while another session held {self.held} on "
             f"{self.table}; nothing changed"
         )
 

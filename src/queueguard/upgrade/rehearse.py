@@ -8,6 +8,7 @@ no golden state for real data.
 
 from __future__ import annotations
 
+import json
 import time
 from collections import Counter
 from dataclasses import dataclass, field
@@ -23,6 +24,7 @@ from queueguard.pg.connect import connection
 from queueguard.pg.dsn import params as dsn_params
 from queueguard.pg.dsn import redact
 from queueguard.pg.scratch import ScratchDatabases
+from queueguard.report.units import count, duration_ms
 from queueguard.revisions import SetFacts
 from queueguard.snapshot.relocation import UNVERSIONED, directives
 from queueguard.stores import schema
@@ -45,6 +47,23 @@ class Rehearsal:
 
     def as_json(self) -> dict[str, Any]:
         return {"schemaVersion": 1, "ok": self.ok, **self.__dict__}
+
+
+def render_text(result: Rehearsal) -> str:
+    """The rehearsal for a terminal: the copy, each queue after the upgrade, the verdict."""
+    source = result.source_revision or "an empty database"
+    lines = [
+        f"rehearsed the upgrade of a {result.method} copy (source at {source}) in "
+        f"{duration_ms(result.elapsed_ms)}"
+    ]
+    lines += [
+        f"  {q['queue']}: range {q['range']}, ack level {q['ack']}, last task id {q['last']}, "
+        f"{count(q['rows'], 'row')}"
+        for q in result.queues
+    ]
+    lines += [f"VIOLATION: {v}" for v in result.violations]
+    lines.append("conservation laws hold" if result.ok else "REHEARSAL FAILED")
+    return "\n".join(lines)
 
 
 def _payload_key(data: Any) -> str:
@@ -181,8 +200,11 @@ def check_conservation(
             if task.get("versionDirective") != want:
                 problems.append(
                     f"{key} task {t['taskId']}: directive "
-                    f"{task.get('versionDirective')} != History's {want}"
+                    f"{json.dumps(task.get('versionDirective'), sort_keys=True)} "
+                    f"!= History's {json.dumps(want, sort_keys=True)}"
                 )
     if after["protocol"] != {"min": 4, "max": 4}:
-        problems.append(f"protocol is {after['protocol']}, expected [4, 4]")
+        window = after["protocol"]
+        found = f"[{window['min']}, {window['max']}]" if window else "not a single row"
+        problems.append(f"the protocol window is {found}, expected [4, 4]")
     return problems

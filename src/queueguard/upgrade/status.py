@@ -7,6 +7,7 @@ from typing import Any
 from queueguard import revisions
 from queueguard.pg.connect import connection
 from queueguard.pg.sqlfiles import queries
+from queueguard.report.units import duration_s
 from queueguard.revisions import SetFacts
 from queueguard.stores import schema
 from queueguard.upgrade import manifest
@@ -51,6 +52,44 @@ def status(dsn: str, migrations: SetFacts | None = None) -> dict[str, Any]:
                 if on_disk.get(revision) != sha:
                     result["drift"].append(revision)
     return result
+
+
+def render_text(doc: dict[str, Any]) -> str:
+    """`status` for a terminal: one `key value` line each, in words where a value is missing
+    (an empty database, no protocol row, no drift)."""
+    window = doc["protocol"]
+    protocol = (
+        f"[{window['min']}, {window['max']}]"
+        if window
+        else "none (no single runtime_protocol row)"
+        if doc["revision"]
+        else "none"
+    )
+    drift = doc["drift"]
+    lines = [
+        f"revision  {doc['revision'] or ('none (an empty database)' if doc['empty'] else 'none')}",
+        f"head      {doc['head']}",
+        f"protocol  {protocol}",
+        f"queues    {_count(doc['queues'])}"
+        + (f" ({doc['legacy_auto_queues']} legacy @auto)" if doc.get("legacy_auto_queues") else ""),
+        f"tasks     {_count(doc['tasks'])}",
+        "drift     "
+        + (f"revisions {', '.join(drift)} differ from the migration set" if drift else "no drift"),
+    ]
+    rollout = doc.get("rollout")
+    if rollout:
+        left = rollout["rowsLeft"]
+        eta = f", ETA {duration_s(rollout['etaSeconds'])}" if rollout["etaSeconds"] else ""
+        lines.append(
+            f"rollout   to {rollout['target']}, phase {rollout['phase']}: "
+            f"{rollout['rowsDone']} rows migrated, {left['directives']} without directive "
+            f"and {left['relocations']} in @auto left{eta}"
+        )
+    return "\n".join(lines)
+
+
+def _count(n: int | None) -> str:
+    return "none (no such table)" if n is None else str(n)
 
 
 def rollout_status(conn: Any, migrations: SetFacts) -> dict[str, Any] | None:

@@ -27,6 +27,7 @@ from queueguard.errors import (
     RunnerBusy,
 )
 from queueguard.pg.sqlfiles import queries
+from queueguard.report.units import duration_s
 from queueguard.upgrade import audit, locks, manifest
 
 Q = queries("queueguard.upgrade", "upgrade.sql")
@@ -76,7 +77,9 @@ def apply(revision: str) -> None:
                 rows = max(cursor.rowcount, 0)
                 while cursor.nextset():  # one result per statement of the step file
                     rows += max(cursor.rowcount, 0)
-            _progress(f"{revision} {path.stem}: {rows} rows, {time.monotonic() - started:.2f}s")
+            _progress(
+                f"{revision} {path.stem}: {rows} rows, {duration_s(time.monotonic() - started)}"
+            )
             if path.stem == facts.relocation_step:
                 _report_relocation(revision)
         if path.name.startswith("00_"):
@@ -169,7 +172,7 @@ def _guard(facts: revisions.RevisionFacts, offline: bool) -> None:
         raise MigrationRefused(revision, blocking)
     _progress(
         f"{revision} guard: {len(queries)} audit queries clean under locks, "
-        f"{time.monotonic() - started:.2f}s"
+        f"{duration_s(time.monotonic() - started)}"
     )
 
 

@@ -27,6 +27,7 @@ from typing import Any, Literal
 from queueguard import revisions
 from queueguard.pg.connect import connection
 from queueguard.pg.scratch import ScratchDatabases, dbname_of
+from queueguard.report.units import count
 from queueguard.revisions import SetFacts
 from queueguard.upgrade import catalog, compat, golden
 from queueguard.upgrade.golden import Fixture, all_fixtures, get, load
@@ -149,10 +150,10 @@ def _preflight(dsn: str, migrations: SetFacts) -> tuple[bool, str]:
     warnings = [f.code for f in report.findings if f.severity == "warning"]
     if blocking:
         return False, "; ".join(str(f) for f in blocking)
-    return (
-        True,
-        f"no blocking findings ({len(warnings)} warnings: {', '.join(sorted(set(warnings)))})",
-    )
+    if not warnings:
+        return True, "no blocking findings, no warnings"
+    codes = ", ".join(sorted(set(warnings)))
+    return True, f"no blocking findings ({count(len(warnings), 'warning')}: {codes})"
 
 
 def verify(

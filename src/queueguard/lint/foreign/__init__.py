@@ -26,7 +26,7 @@ from queueguard.lint.model import Finding, SqlFile
 from queueguard.sets import MigrationSet, Revision
 from queueguard.upgrade.plan.bill import Line, document
 
-__all__ = ["SetLintReport", "detect_set", "lint_set"]
+__all__ = ["SetLintReport", "detect_set", "lint_set", "set_of_file"]
 
 
 def detect_set(path: Path) -> MigrationSet | None:
@@ -47,6 +47,32 @@ def detect_set(path: Path) -> MigrationSet | None:
         if found == "sqldir":  # .sql files, but not a versioned line: lint them one by one
             return None
         raise
+
+
+def set_of_file(path: Path) -> MigrationSet | None:
+    """The foreign set whose revisions apply the file at `path` (how `lint FILE` and the
+    pre-commit hook lint a changed file as part of its set): the nearest folder above it that
+    is a Temporal or an Alembic set, else the file's own folder as a plain SQL directory.
+    None when no such set applies it; queueguard's own set's step files stay with the gate
+    (`lint.lint` already lints them with their revision)."""
+    path = path.resolve()
+    for folder in path.parents:
+        try:
+            found = sets.detect(folder)
+        except UsageError:
+            found = None
+        if found == "queueguard":
+            return None
+        if found in ("temporal", "alembic"):
+            mset = sets.load(folder, found)
+            if any(path in _paths(r, mset.root) for r in mset.revisions):
+                return mset
+        if (folder / ".git").exists():  # the repository's root: no set reaches above it
+            break
+    plain = detect_set(path.parent)
+    if plain is not None and any(path in _paths(r, plain.root) for r in plain.revisions):
+        return plain
+    return None
 
 
 def _paths(revision: Revision, root: Path) -> list[Path]:
@@ -142,15 +168,20 @@ def lint_set(
     dsn: str | None = None,
     scratch_admin: str | None = None,
     squawk_binary: Path | None = None,
+    only: Sequence[Path] | None = None,
 ) -> SetLintReport:
-    """Lint a foreign set: one finding per statement; with `dsn`, observed on a copy of it."""
+    """Lint a foreign set: one finding per statement; with `dsn`, observed on a copy of it.
+    `only`: report the statements of these files alone (squawk reads each file on its own,
+    so the rest of the set changes nothing about them)."""
     found = _Statements(mset)
+    wanted = {p.resolve() for p in only} if only is not None else set(found.files)
+    files = [f for path, f in found.files.items() if path in wanted]
     version = None
     findings: list[Finding] = []
-    if found.files:
+    if files:
         binary = squawk_binary or squawk.locate()
         version = squawk.checked_version(binary)
-        findings = squawk.run(list(found.files.values()), binary)
+        findings = squawk.run(files, binary)
     grouped: dict[Key, list[Finding]] = defaultdict(list)
     for finding in findings:
         key = found.key_of(finding)
@@ -168,12 +199,13 @@ def lint_set(
         entry
         for key in keys
         if (entry := _flag(key, grouped.get(key, []), observed.get(key), found)) is not None
+        and entry.path.resolve() in wanted
     ]
     return SetLintReport(
         format=mset.format,
         root=mset.root,
         flagged=tuple(flagged),
-        files=len(found.files),
+        files=len(files),
         squawk_version=version,
         python_revisions=tuple(found.python),
         target_at=target_at,

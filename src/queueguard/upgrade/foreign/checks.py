@@ -7,6 +7,7 @@ Nothing here opens a connection; `foreign.verify` and `foreign.data` do.
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -15,6 +16,7 @@ from typing import Any
 
 from queueguard.errors import UsageError
 from queueguard.pg.sqlfiles import parse_named
+from queueguard.report.units import duration_s
 from queueguard.sets import MigrationSet
 
 #: what separates a fixture's revision from its name: `0.2--two-kennels.sql`
@@ -140,11 +142,11 @@ def _statement_lines(s: Statement) -> list[str]:
     if s.created:
         what.append("creates " + ", ".join(s.created))
     kind = "" if s.transactional else " (outside a transaction)"
-    held = "" if s.held_s is None else f", locks held {s.held_s * 1000:.0f} ms"
+    held = "" if s.held_s is None else f", locks held {duration_s(s.held_s)}"
     return [
         f"  {s.index:>3}. {_short(s.sql)}{kind}",
         f"       {locks}; {'; '.join(what) or 'catalog only'}",
-        f"       ran {s.seconds * 1000:.0f} ms{held}",
+        f"       ran {duration_s(s.seconds)}{held}",
     ]
 
 
@@ -267,6 +269,24 @@ def multiset_diff(
     return sorted((a - b).elements(), key=repr), sorted((b - a).elements(), key=repr)
 
 
+def row_text(row: Sequence[Any]) -> str:
+    """A row as SQL would write its values: `(1, 'a', NULL, true)` (a list or object value
+    as JSON), never Python's repr."""
+
+    def value(v: Any) -> str:
+        if v is None:
+            return "NULL"
+        if isinstance(v, bool):
+            return "true" if v else "false"
+        if isinstance(v, str):
+            return "'" + v.replace("'", "''") + "'"
+        if isinstance(v, tuple):
+            return json.dumps(v, default=str, ensure_ascii=False)
+        return str(v)
+
+    return "(" + ", ".join(value(v) for v in row) + ")"
+
+
 def rows_problems(
     only_before: list[tuple[Any, ...]], only_after: list[tuple[Any, ...]], limit: int = SHOWN_ROWS
 ) -> list[str]:
@@ -274,7 +294,7 @@ def rows_problems(
     out = []
     for label, rows in (("only before", only_before), ("only after", only_after)):
         for row in rows[:limit]:
-            out.append(f"{label}: {row!r}")
+            out.append(f"{label}: {row_text(row)}")
         if len(rows) > limit:
             out.append(f"{label}: … {len(rows) - limit} more row(s)")
     return out

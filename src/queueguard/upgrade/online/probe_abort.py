@@ -16,6 +16,7 @@ from queueguard.core.store import QueueState
 from queueguard.errors import HostsConnected, LockTimeout, QueueguardError
 from queueguard.pg.connect import connect, connection
 from queueguard.pg.scratch import database_dsn
+from queueguard.report.units import duration_s
 from queueguard.revisions import SetFacts
 from queueguard.upgrade import catalog
 from queueguard.upgrade.contention import LockWatch
@@ -90,7 +91,8 @@ def abort_refusals(dsn: str, session: Session, report: OnlineReport) -> list[str
             waited = watch.waited_s(time.monotonic())
             if waited > bound_s:
                 found.append(
-                    f"abort waited {waited:.1f}s for a load in flight, beyond {bound_s:.1f}s"
+                    f"abort waited {duration_s(waited)} for a load in flight, "
+                    f"beyond {duration_s(bound_s)}"
                 )
     finally:
         if watch is not None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from queueguard.errors import LockTimeout, MigratorBusy
 from queueguard.pg.connect import connect, connection
+from queueguard.report.units import duration_s
 from queueguard.revisions import SetFacts
 from queueguard.upgrade import status
 from queueguard.upgrade.online.probe_common import KNOBS
@@ -94,7 +95,9 @@ def progress(
         shown = status.rollout_status(conn, migrations)
     done = report.directives + report.rows_relocated
     if row is None or row[0] != done or not all(row[2:]):
-        found.append(f"the rollout record says {row}, migrate did {done} rows in {took_s:.2f}s")
+        found.append(
+            f"the rollout record says {row}, migrate did {done} rows in {duration_s(took_s)}"
+        )
         return found
     rate = round(done / row[1], 1) if row[1] else None
     expected = {

@@ -2,18 +2,14 @@
 
 from __future__ import annotations
 
+from queueguard.report.units import duration_ms
 from queueguard.upgrade.plan.bill import Line
 from queueguard.upgrade.plan.planner import Plan
 
 _MARK = {"ok": " ", "blocks-writes": "w", "blocks-reads": "R", "exceeds-max-lock": "!"}
 
 
-def _ms(value: float) -> str:
-    if value >= 60_000:
-        return f"{value / 60_000:.1f} min"
-    if value >= 1000:
-        return f"{value / 1000:.1f} s"
-    return f"{value:.0f} ms"
+_ms = duration_ms
 
 
 def _first_line(sql: str) -> str:
