@@ -8,6 +8,7 @@ import argparse
 import json
 import os
 from pathlib import Path
+from typing import Any
 
 from queueguard.cli.common import _emit_json, _foreign_set, _is_foreign, _migrations, _target
 from queueguard.errors import UsageError
@@ -50,13 +51,15 @@ def _status_foreign(args: argparse.Namespace) -> int:
     from queueguard.upgrade.plan.planner import current_revision
 
     mset = _foreign_set(args)
-    at = current_revision(mset, _target(args, fallback=True))
+    dsn = _target(args, fallback=True)
+    at = current_revision(mset, dsn)
     pending = [r.id for r in mset.pending(at)]
-    doc = {
+    doc: dict[str, Any] = {
         "format": mset.format,
         "revision": at,
         "head": mset.head.id if mset.head else None,
         "pending": pending,
+        "inFlight": _in_flight(dsn) if mset.format != "alembic" else None,
     }
     if args.json:
         _emit_json(doc)
@@ -65,7 +68,35 @@ def _status_foreign(args: argparse.Namespace) -> int:
         print(f"revision  {at or 'none (nothing of the set applied)'}")
         print(f"head      {doc['head'] or 'none (an empty set)'}")
         print(f"pending   {', '.join(pending) or 'none'}")
+        flight = doc["inFlight"]
+        if flight:
+            print(
+                f"in flight revision {flight['revision']} statement {flight['statement']}, "
+                f"online: {', '.join(flight['forms'])} ({flight['done']} of "
+                f"{len(flight['forms'])} done); rerun `upgrade --online` to finish it or "
+                "`--phase abort` to undo it"
+            )
     return 0
+
+
+def _in_flight(dsn: str) -> dict[str, Any] | None:
+    """The statement an `upgrade --online` began and did not finish (read only)."""
+    from queueguard.upgrade.foreign import progress
+    from queueguard.upgrade.foreign.online.apply import decode
+    from queueguard.upgrade.plan.sample import read_only
+
+    with read_only(dsn) as conn:
+        found = progress.in_flight(conn)
+        conn.rollback()
+    if found is None:
+        return None
+    revision, index, forms, done = found
+    return {
+        "revision": revision,
+        "statement": index + 1,
+        "forms": [f.kind for f in decode(forms)],
+        "done": done,
+    }
 
 
 def cmd_inspect(args: argparse.Namespace) -> int:

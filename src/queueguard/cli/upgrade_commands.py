@@ -79,10 +79,15 @@ def _upgrade_foreign(args: argparse.Namespace) -> int:
         raise UsageError("--phase goes with --online")
     mset = _foreign_set(args)
     dsn = _target(args, fallback=False)
+    default = Limits()
+    if args.online:  # its own defaults: see ONLINE_LIMITS
+        from queueguard.upgrade.foreign.online.upgrade import ONLINE_LIMITS as default
     limits = Limits(
-        lock_timeout_ms=parse_duration_ms(args.lock_timeout or "5s"),
+        lock_timeout_ms=(
+            parse_duration_ms(args.lock_timeout) if args.lock_timeout else default.lock_timeout_ms
+        ),
         statement_timeout_ms=parse_duration_ms(args.statement_timeout or "60m"),
-        retries=3 if args.retries is None else args.retries,
+        retries=default.retries if args.retries is None else args.retries,
     )
     if args.online:
         from queueguard.cli import online_set_commands

@@ -393,3 +393,11 @@ def record(conn: Conn, revision: Revision, previous: str) -> None:
     """Write one update-schema step's bookkeeping, nothing else."""
     for sql, params in record_statements(revision, previous):
         conn.execute(sql, params)
+
+
+def take_over_version(conn: Conn, source_db: str) -> None:
+    """A copy made under another name (a scratch copy, a restore) takes over the version row
+    of the database it was copied from, as Temporal's tool would read it there."""
+    if conn.execute(Q["version_table_exists"]).fetchone() in (None, (False,), (None,)):
+        return
+    conn.execute(Q["take_over_version"], {"source": source_db})

@@ -61,3 +61,8 @@ INSERT INTO schema_update_history(version_partition, year, month, update_time, o
 SELECT 0, extract(year FROM at)::int, extract(month FROM at)::int, at,
        %(old_version)s, %(new_version)s, %(manifest_md5)s, %(description)s
 FROM stamp;
+
+-- name: take_over_version
+-- A copy of a database under another name takes over the source's version row: Temporal
+-- keys it on the database's name (`db_name`), and reads it there under the copy's.
+UPDATE schema_version SET db_name = current_database() WHERE db_name = %(source)s;

@@ -16,7 +16,7 @@ from typing import Any
 from queueguard.pg import scratch
 from queueguard.pg.connect import connection
 from queueguard.pg.scratch import ScratchDatabases
-from queueguard.sets import MigrationSet
+from queueguard.sets import MigrationSet, temporal
 from queueguard.upgrade.foreign import runner
 from queueguard.upgrade.foreign.checks import Check
 from queueguard.upgrade.foreign.data import invariant_rows
@@ -139,14 +139,10 @@ def rehearse(
 
 
 def _rekey_temporal(copy: str, source_db: str) -> None:
-    """Temporal keys its version row on the database's name (`db_name`): the copy, under
-    another name, takes over the source's row, as the tool would read it there."""
+    """Temporal keys its version row on the database's name: the copy takes over the
+    source's."""
     with connection(copy) as conn:
-        conn.execute(
-            "UPDATE schema_version SET db_name = current_database() WHERE db_name = %s "
-            "AND to_regclass('schema_version') IS NOT NULL",
-            (source_db,),
-        )
+        temporal.take_over_version(conn, source_db)
         conn.commit()
 
 

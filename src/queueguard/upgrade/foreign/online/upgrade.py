@@ -23,8 +23,9 @@ from pglast import ast
 
 from queueguard.errors import NoOnlineForm, OnlineProofFailed
 from queueguard.pg import scratch
+from queueguard.pg.connect import connection
 from queueguard.pg.scratch import ScratchDatabases
-from queueguard.sets import MigrationSet
+from queueguard.sets import MigrationSet, temporal
 from queueguard.upgrade.foreign import progress, runner
 from queueguard.upgrade.foreign.online import apply, choose, orphans, proof
 from queueguard.upgrade.foreign.online.apply import OnlinePlan
@@ -34,6 +35,9 @@ from queueguard.upgrade.foreign.session import Limits
 from queueguard.upgrade.plan import planner, sample
 
 DEFAULT_BUDGET_MS = 1000.0
+#: the brief locks of the forms wait at most 500 ms each (a waiting ACCESS EXCLUSIVE queues
+#: every reader and writer behind it), retried 10 times on the ladder
+ONLINE_LIMITS = Limits(lock_timeout_ms=500, retries=10)
 
 
 @dataclass
@@ -108,6 +112,15 @@ def decisions_of(
     return decisions
 
 
+def _take_over(mset: MigrationSet, copy: str, source_db: str) -> None:
+    """Temporal keys its version row on the database's name: a copy takes over its
+    source's."""
+    if mset.format == "temporal":
+        with connection(copy) as conn:
+            temporal.take_over_version(conn, source_db)
+            conn.commit()
+
+
 def prove(
     mset: MigrationSet,
     dsn: str,
@@ -124,7 +137,9 @@ def prove(
     with ScratchDatabases(admin, prefix="qgproof") as databases:
         plain = databases.create()
         sample.build(dsn, plain, sample_rows)
+        _take_over(mset, plain, scratch.dbname_of(dsn))
         twin = databases.create(template=scratch.dbname_of(plain))
+        _take_over(mset, twin, scratch.dbname_of(plain))
         runner.upgrade(mset, plain, to=to)
         runner.upgrade(mset, twin, to=to, online=online)
         found = proof.dump_differences(proof.schema_dump(plain), proof.schema_dump(twin))
@@ -145,7 +160,7 @@ def upgrade_online(
     sample_rows: int = sample.DEFAULT_ROWS,
     tell: Callable[[str], None] = lambda _: None,
 ) -> OnlineUpgrade:
-    limits = limits or Limits()
+    limits = limits or ONLINE_LIMITS
     result = OnlineUpgrade()
     sql_format = mset.format != "alembic"  # an Alembic set never has a statement in flight
     if sql_format:

@@ -1,0 +1,295 @@
+"""Benchmark: `upgrade --migrations DIR --online` against the plain upgrade, side by side in
+one run, on a table shaped like Temporal's `executions_visibility` (docs/benchmarks.md,
+"Online apply of an unchanged set").
+
+What it does, on one server:
+
+1. applies Temporal's real visibility files up to `--from` (default 1.12; pass the folder of
+   a checkout of Temporal's public repository, `schema/postgresql/v12/visibility/versioned`:
+   the files are read from there, never copied into this repository) to a database, fills
+   `executions_visibility` with `--rows` rows, VACUUM ANALYZE, and clones it once per case;
+2. on each clone, with `--writers` threads inserting, updating (a column set to NULL among
+   them) and deleting rows from before the upgrade starts to after it ends, upgrades to
+   `--to` (default 1.13: Temporal's combined 1.10–1.13 file, a stored generated column added
+   to the filled table — a rewrite under ACCESS EXCLUSIVE):
+   - plain: `upgrade --migrations DIR` (one transaction per version);
+   - online: `upgrade --migrations DIR --online` (plan, proof, forms; the plain statement's
+     rewrite becomes a shadow rebuild);
+3. prints one table: the total time (online: plan and proof included) and its ratio to the
+   plain run, the longest read- or write-blocking lock held on the table (sampled in
+   pg_locks every 5 ms), the writers' longest wait, and the rebuild's fill rate.
+
+Run from the repository root:
+
+    python -m bench.foreign.online --temporal PATH/schema/postgresql/v12/visibility/versioned
+    python -m bench.foreign.online --temporal … --rows 200000 --no-docs
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import random
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import psycopg
+
+from bench.common.commands import ROOT, shown
+from bench.common.doc_sections import replace_section
+from queueguard import sets
+from queueguard.pg import scratch
+from queueguard.pg.scratch import ScratchDatabases
+from queueguard.sets import temporal
+from queueguard.upgrade.foreign.online.upgrade import upgrade_online
+from queueguard.upgrade.foreign.runner import upgrade
+
+DOCS = ROOT / "docs" / "benchmarks.md"
+SECTION = "## Online apply of an unchanged set"
+TABLE = "executions_visibility"
+BLOCKING = ("ShareLock", "ShareRowExclusiveLock", "ExclusiveLock", "AccessExclusiveLock")
+FILL = f"""
+INSERT INTO {TABLE} (namespace_id, run_id, start_time, execution_time, workflow_id,
+    workflow_type_name, status, close_time, history_length, memo, encoding, task_queue,
+    search_attributes)
+SELECT 'ns' || (g %% 7), md5(g::text), timestamp '2026-01-01' + g * interval '1 second',
+       timestamp '2026-01-01' + g * interval '1 second', 'wf' || g, 'type' || (g %% 23), g %% 7,
+       CASE WHEN g %% 3 = 0 THEN NULL ELSE timestamp '2026-02-01' + g * interval '1 second' END,
+       g %% 1000, decode(md5(g::text), 'hex'), 'proto3', 'queue' || (g %% 11),
+       jsonb_build_object(
+           'TemporalLowCardinalityKeyword01', 'k' || (g %% 5),
+           'TemporalUsedWorkerDeploymentVersions', jsonb_build_array('v' || (g %% 3)),
+           'BuildIds', jsonb_build_array('b' || (g %% 9)))
+FROM generate_series(%(first)s, %(last)s) g
+"""
+
+
+def log(message: str) -> None:
+    print(f"[bench] {message}", file=sys.stderr, flush=True)
+
+
+class Writers:
+    """Threads inserting, updating and deleting rows until stopped; each statement's latency."""
+
+    def __init__(self, dsn: str, n: int, rows: int) -> None:
+        self.dsn, self.rows = dsn, rows
+        self.latencies: list[float] = []
+        self.errors: list[str] = []
+        self.ops = 0
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._threads = [threading.Thread(target=self._run, args=(i,)) for i in range(n)]
+
+    def start(self) -> None:
+        for thread in self._threads:
+            thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        for thread in self._threads:
+            thread.join(timeout=300)
+
+    def _run(self, index: int) -> None:
+        rng = random.Random(index)
+        mine: list[float] = []
+        next_id = self.rows + 1 + index * 10_000_000
+        try:
+            with psycopg.connect(self.dsn, autocommit=True, application_name="bench-writer") as c:
+                while not self._stop.is_set():
+                    began = time.perf_counter()
+                    choice = rng.random()
+                    if choice < 0.4:
+                        c.execute(FILL, {"first": next_id, "last": next_id})
+                        next_id += 1
+                    elif choice < 0.9:
+                        c.execute(
+                            f"UPDATE {TABLE} SET status = %s, close_time = NULL "
+                            "WHERE namespace_id = %s AND run_id = md5(%s::text)",
+                            (rng.randrange(7), f"ns{(k := rng.randrange(self.rows)) % 7}", k),
+                        )
+                    else:
+                        k = rng.randrange(self.rows)
+                        c.execute(
+                            f"DELETE FROM {TABLE} "
+                            "WHERE namespace_id = %s AND run_id = md5(%s::text)",
+                            (f"ns{k % 7}", k),
+                        )
+                    mine.append(time.perf_counter() - began)
+        except psycopg.Error as exc:
+            with self._lock:
+                self.errors.append(f"writer {index}: {exc}")
+        with self._lock:
+            self.latencies += mine
+            self.ops += len(mine)
+
+
+class LockSampler:
+    """The longest unbroken stretch a read- or write-blocking lock on the live table was
+    seen granted to a queueguard session (polled every `interval_s`)."""
+
+    def __init__(self, dsn: str, table: str = TABLE, interval_s: float = 0.005) -> None:
+        self.dsn, self.table, self.interval_s = dsn, table, interval_s
+        self.longest_s = 0.0
+        self.mode = ""
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=30)
+
+    def _run(self) -> None:
+        query = (
+            "SELECT l.pid, l.mode FROM pg_locks l JOIN pg_stat_activity a USING (pid) "
+            f"WHERE l.locktype = 'relation' AND l.relation = to_regclass('public.{self.table}') "
+            "AND l.granted AND l.mode = ANY(%s) AND a.application_name LIKE 'queueguard%%'"
+        )
+        since: dict[tuple[int, str], float] = {}
+        with psycopg.connect(self.dsn, autocommit=True, application_name="bench-sampler") as c:
+            while not self._stop.is_set():
+                now = time.perf_counter()
+                held = {(r[0], r[1]) for r in c.execute(query, (list(BLOCKING),)).fetchall()}
+                for key in list(since):
+                    if key not in held:
+                        del since[key]
+                for key in held:
+                    start = since.setdefault(key, now)
+                    if now - start > self.longest_s:
+                        self.longest_s, self.mode = now - start, key[1]
+                time.sleep(self.interval_s)
+
+
+class FillRate:
+    """The rebuild's progress callback: rows per second of its fill phase."""
+
+    def __init__(self) -> None:
+        self.started: float | None = None
+        self.rows = 0
+        self.seconds = 0.0
+
+    def __call__(self, phase: str, done: int, total: int | None) -> None:
+        if phase != "fill":
+            return
+        now = time.perf_counter()
+        self.started = self.started or now
+        self.rows, self.seconds = done, now - self.started
+
+
+def build(admin: str, databases: ScratchDatabases, folder: Path, start: str, rows: int) -> str:
+    mset = sets.load(folder)
+    dsn = databases.create()
+    upgrade(mset, dsn, to=start)
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        step = 200_000
+        for first in range(1, rows + 1, step):
+            conn.execute(FILL, {"first": first, "last": min(rows, first + step - 1)})
+        conn.execute("VACUUM ANALYZE")
+    return scratch.dbname_of(dsn)
+
+
+def case(name: str, dsn: str, folder: Path, to: str, rows: int, writers_n: int) -> dict[str, Any]:
+    mset = sets.load(folder)
+    writers, sampler, fill = Writers(dsn, writers_n, rows), LockSampler(dsn), FillRate()
+    sampler.start()
+    writers.start()
+    time.sleep(1.0)
+    began = time.perf_counter()
+    if name == "plain":
+        upgrade(mset, dsn, to=to)
+    else:
+        upgrade_online(mset, dsn, to=to, options={"on_progress": fill})
+    total = time.perf_counter() - began
+    time.sleep(1.0)
+    writers.stop()
+    sampler.stop()
+    if writers.errors:
+        raise SystemExit(f"{name}: writers failed: {writers.errors[:3]}")
+    return {
+        "case": name,
+        "total_s": round(total, 2),
+        "longest_lock_ms": round(sampler.longest_s * 1000, 1),
+        "lock_mode": sampler.mode,
+        "writer_longest_ms": round(max(writers.latencies, default=0) * 1000, 1),
+        "writer_ops": writers.ops,
+        "fill_rows_s": round(fill.rows / fill.seconds) if fill.seconds else None,
+    }
+
+
+def render(results: list[dict[str, Any]], args: argparse.Namespace, command: str) -> str:
+    plain = next(r for r in results if r["case"] == "plain")
+    lines = [
+        SECTION,
+        "",
+        f"`{command}` — {args.rows:,} rows in `{TABLE}` at Temporal's {args.start} "
+        f"(its real files and indexes), upgraded to {args.to} while {args.writers} writers insert, "
+        "update (setting a column to NULL) and delete; both cases in one run on one server "
+        f"({platform.machine()}, {platform.python_version()}). Goals: online's longest blocking "
+        "lock < 1 s, writers' longest wait < 1.5 s, total ≤ 2× plain.",
+        "",
+        "| case | total | vs plain | longest blocking lock on the table | writers' longest wait "
+        "| writer statements | fill |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for r in results:
+        ratio = r["total_s"] / plain["total_s"] if plain["total_s"] else 0
+        fill = f"{r['fill_rows_s']:,} rows/s" if r["fill_rows_s"] else "—"
+        lines.append(
+            f"| {r['case']} | {r['total_s']:.1f} s | {ratio:.2f}× | "
+            f"{r['longest_lock_ms']:,.0f} ms {r['lock_mode']} | {r['writer_longest_ms']:,.0f} ms "
+            f"| {r['writer_ops']:,} | {fill} |"
+        )
+    lines += [
+        "",
+        "Online's total includes `plan` (a sample copied and every statement traced) and the "
+        "proof (two more scratch copies, plain and online, their dumps and rows compared). "
+        "Anchors: pg-osc copies ≈ 110 k rows/s and swaps in 0.45–0.84 s at 2 M rows; pgroll "
+        "backfills 9.4 k rows/s at 300 k.",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.foreign.online", description=__doc__)
+    parser.add_argument("--temporal", type=Path, required=True, help="Temporal's versioned dir")
+    parser.add_argument("--rows", type=int, default=1_000_000)
+    parser.add_argument("--writers", type=int, default=4)
+    parser.add_argument("--start", default="1.12")
+    parser.add_argument("--to", default="1.13")
+    parser.add_argument("--admin-dsn", default=None)
+    parser.add_argument("--json", action="store_true")
+    parser.add_argument("--no-docs", action="store_true")
+    args = parser.parse_args(argv)
+    admin = args.admin_dsn or scratch.server_dsn()
+    command = shown(
+        "bench.foreign.online", "--temporal", "…/visibility/versioned", "--rows", str(args.rows)
+    )
+    with ScratchDatabases(admin, prefix="qgbench") as databases:
+        log(f"building {args.rows:,} rows at {args.start}")
+        template = build(admin, databases, args.temporal, args.start, args.rows)
+        results = []
+        for name in ("plain", "online"):
+            dsn = databases.create(template=template)
+            with psycopg.connect(dsn) as conn:  # Temporal keys its version row on the name
+                temporal.take_over_version(conn, template)
+            log(f"case {name}")
+            results.append(case(name, dsn, args.temporal, args.to, args.rows, args.writers))
+            log(json.dumps(results[-1]))
+    if args.json:
+        print(json.dumps(results, indent=2))
+    section = render(results, args, command)
+    print(section)
+    if not args.no_docs:
+        replace_section(DOCS, section)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
