@@ -16,11 +16,15 @@ import pytest
 
 from bench.foreign.online import LockSampler
 from queueguard import sets
+from queueguard.sets import Revision
 from queueguard.upgrade.foreign import progress
 from queueguard.upgrade.foreign.online import abort, choose, proof
 from queueguard.upgrade.foreign.online.apply import encode
+from queueguard.upgrade.foreign.online.decide import decide
 from queueguard.upgrade.foreign.online.upgrade import upgrade_online
 from queueguard.upgrade.foreign.runner import upgrade
+from queueguard.upgrade.plan.bill import Line, Size
+from queueguard.upgrade.plan.observe import Observation
 
 SET = {
     "V1__tables.sql": """
@@ -173,3 +177,20 @@ def test_a_kill_inside_a_form_resumes_or_aborts_to_the_state_before_it(
     plain = make_db()
     upgrade(mset, plain)
     _same_end_state(plain, killed)
+
+
+def test_a_python_revision_over_the_budget_gets_no_form_and_a_cheap_one_needs_none() -> None:
+    """An Alembic revision is Python: queueguard does not rewrite it, so a statement over the
+    budget is refused by name (the runner then stops before anything runs; --force runs it
+    plain); one under the budget, or on a table without rows, is left as it is."""
+    rev = Revision("a1", None, "add a column", (), "", None)
+    seen = Observation(
+        "ALTER TABLE item ADD COLUMN label text", True, 2.0, [("item", "AccessExclusiveLock")]
+    )
+    line = Line("a1", 0, seen, estimate_ms=2000.0, blocking=[("item", "AccessExclusiveLock")])
+    sizes = {"item": Size(rows=3000, heap_bytes=1 << 20, index_bytes=0, indexes=0)}
+    [decision] = decide([(rev, [line])], 1000.0, sizes, {})
+    assert decision.forms is None and decision.refusal and "Alembic revision" in decision.refusal
+    assert decide([(rev, [line])], 5000.0, sizes, {}) == []
+    empty = {"item": Size(rows=0, heap_bytes=8192, index_bytes=0, indexes=0)}
+    assert decide([(rev, [line])], 1000.0, empty, {}) == []
