@@ -5,8 +5,8 @@ The first line is the verdict (what a notification shows); then one table per pe
 revision, one row per statement: the statement shortened, the tables it locks and in which
 modes, how long the locks stay held and how long it runs at the target's size (and how that
 estimate was reached), what it rewrites or scans, its verdict and a safer form where one is
-known. A long statement, and the sessions a statement would queue behind, are in
-`<details>` under its revision's table.
+known — or, from `plan --online`, the online forms it will run in. A long statement, and the
+sessions a statement would queue behind, are in `<details>` under its revision's table.
 """
 
 from __future__ import annotations
@@ -84,7 +84,17 @@ def _what(s: dict[str, Any]) -> str:
     return md.lines(what) if what else "catalog only"
 
 
-def _row(s: dict[str, Any]) -> list[str]:
+def _online(doc: dict[str, Any]) -> dict[tuple[str, str], str]:
+    """`plan --online`: {(revision, statement): its online forms, or why it has none}."""
+    found: dict[tuple[str, str], str] = {}
+    for r in doc.get("online") or ():
+        kinds = ", ".join(f["kind"] for f in r["forms"])
+        how = f"online: {kinds}" if kinds else f"no online form: {r['refusal']}"
+        found[(r["revision"], r["sql"])] = how
+    return found
+
+
+def _row(s: dict[str, Any], online: str | None = None) -> list[str]:
     statement = md.code(md.shorten(s["sql"]))
     if not s["transactional"]:
         statement += "<br>outside a transaction"
@@ -99,7 +109,7 @@ def _row(s: dict[str, Any]) -> list[str]:
         md.text(s["basis"]),
         _what(s),
         verdict_cell,
-        md.text(s["safer"]) if s["safer"] else md.EMPTY,
+        md.text(online or s["safer"]) if (online or s["safer"]) else md.EMPTY,
     ]
 
 
@@ -129,12 +139,13 @@ def _details(s: dict[str, Any]) -> list[str]:
     return md.details(f"Statement {s['index'] + 1} {', '.join(what)}", body)
 
 
-def _revision(revision: dict[str, Any]) -> list[str]:
+def _revision(revision: dict[str, Any], online: dict[tuple[str, str], str]) -> list[str]:
     out = [md.heading(4, f"Revision {md.code(revision['id'])}"), ""]
     statements = revision["statements"]
     if not statements:
         return [*out, "No statements.", ""]
-    out += md.table(HEADER, [_row(s) for s in statements], ALIGN)
+    rows = [_row(s, online.get((revision["id"], s["sql"]))) for s in statements]
+    out += md.table(HEADER, rows, ALIGN)
     for s in statements:
         extra = _details(s)
         if extra:
@@ -145,6 +156,7 @@ def _revision(revision: dict[str, Any]) -> list[str]:
 def markdown(doc: dict[str, Any]) -> str:
     """The comment for one plan document."""
     body = [_summary(doc), ""] if doc["revisions"] else []
+    online = _online(doc)
     for revision in doc["revisions"]:
-        body += _revision(revision)
+        body += _revision(revision, online)
     return md.comment(md.heading(3, verdict(doc)), body, COMMAND)
