@@ -109,7 +109,7 @@ def test_every_blocking_statement_runs_online_and_ends_where_the_plain_one_ends(
     locks.start()
     # a budget of 0 ms: every statement with a blocking lock on a filled table goes online
     with _Writer(online) as writer:
-        result = upgrade_online(mset, online, budget_ms=0.0)
+        result = upgrade_online(mset, online, budget_ms=0.0, sample_rows=500)
     locks.stop()
     kinds = {(d.revision, d.index): [f.kind for f in d.forms or ()] for d in result.decisions}
     expected = {
@@ -172,7 +172,7 @@ def test_a_kill_inside_a_form_resumes_or_aborts_to_the_state_before_it(
     # rerun: the statement in flight is finished with its forms, then the rest
     with psycopg.connect(killed, autocommit=True) as conn:
         conn.execute(rev.statements[0])  # type: ignore[index]
-    result = upgrade_online(mset, killed, budget_ms=0.0)
+    result = upgrade_online(mset, killed, budget_ms=0.0, sample_rows=500)
     assert result.report is not None and result.report.after == "3"
     plain = make_db()
     upgrade(mset, plain)
