@@ -603,3 +603,33 @@ def test_the_swap_holds_its_lock_briefly_while_a_writer_runs(
     # generous slack for a loaded CI machine: measured ~30 ms
     assert swap and swap[0] < 1.0
     assert w.slowest < 1.0
+
+
+def test_a_sqldir_set_rewriting_the_central_table_goes_online_through_the_whole_path(
+    make_db: Callable[..., str], pg_admin_dsn: str, tmp_path: Any
+) -> None:
+    """`upgrade --online` of a sqldir set whose second file retypes the central table (the
+    plan, the proof on scratch copies, the rebuild, the bookkeeping): the end state is the
+    plain upgrade's, dump and rows."""
+    from queueguard import sets
+    from queueguard.upgrade.foreign.online import proof
+    from queueguard.upgrade.foreign.online.upgrade import upgrade_online
+    from queueguard.upgrade.foreign.runner import upgrade
+
+    _roles(pg_admin_dsn)
+    folder = tmp_path / "set"
+    folder.mkdir()
+    (folder / "V1__central.sql").write_text(CENTRAL)
+    (folder / "V2__retype.sql").write_text(CENTRAL_ALTER + ";\n")
+    mset = sets.load(folder)
+    plain, online = make_db(), make_db()
+    for dsn in (plain, online):
+        upgrade(mset, dsn, to="1")
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            conn.execute("VACUUM ANALYZE")
+    upgrade(mset, plain)
+    result = upgrade_online(mset, online, budget_ms=0.0, sample_rows=500)
+    assert [f.kind for d in result.decisions for f in d.forms or ()] == [REBUILD]
+    assert result.proved and result.report is not None and result.report.after == "2"
+    _same_dump(plain, online)
+    assert proof.row_differences(plain, online, bookkeeping=mset.bookkeeping) == []
