@@ -17,12 +17,13 @@ import pytest
 from bench.foreign.online import LockSampler
 from queueguard import sets
 from queueguard.sets import Revision
-from queueguard.upgrade.foreign import progress
+from queueguard.upgrade.foreign import progress, runner
 from queueguard.upgrade.foreign.online import abort, choose, proof
 from queueguard.upgrade.foreign.online.apply import encode
 from queueguard.upgrade.foreign.online.decide import decide
 from queueguard.upgrade.foreign.online.upgrade import upgrade_online
 from queueguard.upgrade.foreign.runner import upgrade
+from queueguard.upgrade.foreign.session import Limits
 from queueguard.upgrade.plan.bill import Line, Size
 from queueguard.upgrade.plan.observe import Observation
 
@@ -194,3 +195,49 @@ def test_a_python_revision_over_the_budget_gets_no_form_and_a_cheap_one_needs_no
     assert decide([(rev, [line])], 5000.0, sizes, {}) == []
     empty = {"item": Size(rows=0, heap_bytes=8192, index_bytes=0, indexes=0)}
     assert decide([(rev, [line])], 1000.0, empty, {}) == []
+
+
+@pytest.mark.parametrize(
+    ("index", "left_behind"),
+    [
+        (2, "ALTER TABLE child ADD CONSTRAINT b_positive CHECK (b > 0) NOT VALID"),
+        (3, "ALTER TABLE child ADD CONSTRAINT child_b_qg_not_null CHECK (b IS NOT NULL) NOT VALID"),
+    ],
+)
+def test_a_check_left_not_valid_by_a_kill_is_finished_by_the_rerun_or_dropped_by_abort(
+    make_db: Callable[..., str], folder: Path, index: int, left_behind: str
+) -> None:
+    """A run killed after a NOT VALID add committed (the CHECK form, the SET NOT NULL form):
+    the rerun validates it and ends the statement; abort drops it, the catalog as before."""
+    mset = sets.load(folder)
+    rev = mset.get("2")
+    statements = rev.statements or ()
+    before, killed, aborted = make_db(), make_db(), make_db()
+    for dsn in (before, killed, aborted):
+        upgrade(mset, dsn, to="1")
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            for statement in statements[:index]:
+                conn.execute(statement)  # type: ignore[arg-type]
+            with conn.transaction():
+                progress.write(conn, rev, index)
+    forms = choose.choose(statements[index], rewrites=False)
+    assert isinstance(forms, list)
+    for dsn in (killed, aborted):
+        with psycopg.connect(dsn, autocommit=True) as conn:
+            with conn.transaction():
+                progress.write(conn, rev, index, encode(forms))
+            conn.execute(left_behind)
+    assert runner.finish_in_flight(mset, killed, Limits(), {}) == f"{index + 1} of revision 2"
+    plain = make_db()
+    upgrade(mset, plain, to="1")
+    with psycopg.connect(plain, autocommit=True) as conn:
+        for statement in statements[: index + 1]:
+            conn.execute(statement)  # type: ignore[arg-type]
+        with conn.transaction():
+            progress.write(conn, rev, index + 1)
+    assert proof.dump_differences(proof.schema_dump(plain), proof.schema_dump(killed)) == []
+    books = {"queueguard_sqldir_ledger", "queueguard_progress"}  # their times are the runs'
+    assert proof.row_differences(plain, killed, bookkeeping=books) == []
+    done = abort.abort(mset, aborted)
+    assert done.undone and done.revision == "2" and done.statement == index
+    assert proof.dump_differences(proof.schema_dump(before), proof.schema_dump(aborted)) == []
