@@ -16,10 +16,12 @@ import pytest
 
 from bench.foreign.online import LockSampler
 from queueguard import sets
+from queueguard.errors import LockTimeout
 from queueguard.sets import Revision
 from queueguard.upgrade.foreign import progress, runner
-from queueguard.upgrade.foreign.online import abort, choose, proof
+from queueguard.upgrade.foreign.online import abort, choose, index, proof
 from queueguard.upgrade.foreign.online.apply import encode
+from queueguard.upgrade.foreign.online.context import Context
 from queueguard.upgrade.foreign.online.decide import decide
 from queueguard.upgrade.foreign.online.upgrade import upgrade_online
 from queueguard.upgrade.foreign.runner import upgrade
@@ -241,3 +243,37 @@ def test_a_check_left_not_valid_by_a_kill_is_finished_by_the_rerun_or_dropped_by
     done = abort.abort(mset, aborted)
     assert done.undone and done.revision == "2" and done.statement == index
     assert proof.dump_differences(proof.schema_dump(before), proof.schema_dump(aborted)) == []
+
+
+def test_a_long_transaction_delays_a_concurrent_build_in_its_own_database_only(
+    make_db: Callable[..., str],
+) -> None:
+    """A concurrent build waits for every older snapshot of its own database, and that wait
+    counts against lock_timeout: a long transaction in another database does not hold it
+    (PostgreSQL looks at its own database's transactions only), one in the same database
+    makes the step give up on the ladder, with nothing built."""
+    target, elsewhere = make_db(), make_db()
+    with psycopg.connect(target, autocommit=True) as conn:
+        conn.execute("CREATE TABLE t (id int PRIMARY KEY, a int)")
+        conn.execute("INSERT INTO t SELECT g, g FROM generate_series(1, 1000) g")
+    [form] = choose.choose("CREATE INDEX t_a ON t (a)", rewrites=False)  # type: ignore[misc]
+    limits = Limits(lock_timeout_ms=300, retries=0)
+    for where, builds in ((elsewhere, True), (target, False)):
+        with psycopg.connect(where) as old, psycopg.connect(target) as conn:
+            old.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+            old.execute("SELECT 1").fetchone()  # a snapshot older than the build
+            with psycopg.connect(target, autocommit=True) as writer:  # the horizon moves on
+                writer.execute("UPDATE t SET a = a + 1 WHERE id = 1")
+            ctx = Context(conn, limits)
+            if builds:
+                index.run(ctx, form)
+            else:
+                with pytest.raises(LockTimeout):
+                    index.run(ctx, form)
+        with psycopg.connect(target) as conn:
+            valid = conn.execute(
+                "SELECT indisvalid FROM pg_index WHERE indexrelid = 't_a'::regclass"
+            ).fetchone()
+            assert valid == (True,) if builds else valid in (None, (False,))
+            conn.execute("DROP INDEX IF EXISTS t_a")
+            conn.commit()
