@@ -76,26 +76,35 @@ def _status_foreign(args: argparse.Namespace) -> int:
                 f"{len(flight['forms'])} done); rerun `upgrade --online` to finish it or "
                 "`--phase abort` to undo it"
             )
+            if flight["rebuild"]:
+                print(f"  rebuild   {flight['rebuild']}")
     return 0
 
 
 def _in_flight(dsn: str) -> dict[str, Any] | None:
     """The statement an `upgrade --online` began and did not finish (read only)."""
     from queueguard.upgrade.foreign import progress
+    from queueguard.upgrade.foreign.online import rebuild_status
     from queueguard.upgrade.foreign.online.apply import decode
+    from queueguard.upgrade.foreign.online.choose import REBUILD
     from queueguard.upgrade.plan.sample import read_only
 
     with read_only(dsn) as conn:
         found = progress.in_flight(conn)
+        if found is None:
+            return None
+        revision, index, text, done = found
+        forms = decode(text)
+        where = None
+        if done < len(forms) and forms[done].kind == REBUILD:
+            where = rebuild_status.phase(conn, forms[done])
         conn.rollback()
-    if found is None:
-        return None
-    revision, index, forms, done = found
     return {
         "revision": revision,
         "statement": index + 1,
-        "forms": [f.kind for f in decode(forms)],
+        "forms": [f.kind for f in forms],
         "done": done,
+        "rebuild": where,
     }
 
 

@@ -16,6 +16,7 @@ import pytest
 
 from bench.foreign.online import LockSampler
 from queueguard import sets
+from queueguard.cli import main
 from queueguard.errors import LockTimeout
 from queueguard.sets import Revision
 from queueguard.upgrade.foreign import progress, runner
@@ -138,7 +139,7 @@ def test_every_blocking_statement_runs_online_and_ends_where_the_plain_one_ends(
 
 
 def test_a_kill_inside_a_form_resumes_or_aborts_to_the_state_before_it(
-    make_db: Callable[..., str], folder: Path
+    make_db: Callable[..., str], folder: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     mset = sets.load(folder)
     before, killed, aborted = make_db(), make_db(), make_db()
@@ -172,6 +173,10 @@ def test_a_kill_inside_a_form_resumes_or_aborts_to_the_state_before_it(
     assert done.revision == "3" and done.statement == 1
     assert "dropped index events_pkey" in done.undone
     assert proof.dump_differences(proof.schema_dump(before), proof.schema_dump(aborted)) == []
+    # status says what is in flight and how to go on
+    assert main(["status", "--migrations", str(folder), "--dsn", killed]) == 0
+    said = capsys.readouterr().out
+    assert "in flight revision 3 statement 2, online: unique-index (0 of 1 done)" in said
     # rerun: the statement in flight is finished with its forms, then the rest
     with psycopg.connect(killed, autocommit=True) as conn:
         conn.execute(rev.statements[0])  # type: ignore[index]

@@ -20,7 +20,7 @@ import pytest
 from queueguard.errors import MigrationError, RebuildRefused
 from queueguard.pg import scratch, tools
 from queueguard.upgrade.dumps import normalise_dump
-from queueguard.upgrade.foreign.online import rebuild
+from queueguard.upgrade.foreign.online import rebuild, rebuild_status
 from queueguard.upgrade.foreign.online.choose import REBUILD, Form
 from queueguard.upgrade.foreign.online.context import Context
 from queueguard.upgrade.foreign.session import Limits
@@ -481,6 +481,11 @@ def test_a_run_killed_in_any_phase_reruns_to_the_plain_end_state(
     kill = _kill_at(phase, after=1 if phase in ("fill", "indexes") else 0)
     with pytest.raises(Killed):
         _online(online, SMALL_ALTER, "items", throttle, kill)
+    if phase in ("fill", "replay"):  # what `status --migrations` says meanwhile
+        with psycopg.connect(online, autocommit=True) as conn:
+            conn.execute("ANALYZE queueguard_shadow.items")
+            said = rebuild_status.phase(conn, Form(REBUILD, "items", SMALL_ALTER))
+        assert said.startswith("shadow ~") and "changes logged" in said, said
     _online(online, SMALL_ALTER, "items", throttle)
     _same_dump(plain, online)
     assert _rows(plain, "items", "id") == _rows(online, "items", "id")

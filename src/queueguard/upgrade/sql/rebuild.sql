@@ -416,3 +416,14 @@ WHERE ({key}) IN (SELECT {logged_key} FROM unnest({arrays}) AS u({slots}));
 
 -- name: replay_truncate
 DELETE FROM {shadow};
+
+-- name: status
+-- Where a rebuild stands, for `status --migrations` (read only, estimates from the
+-- statistics): swapped (the ledger exists), the shadow's and the live table's rows, the
+-- changes logged and not yet replayed.
+SELECT to_regclass('queueguard_shadow.queueguard_rebuild') IS NOT NULL,
+       (SELECT n_live_tup FROM pg_stat_user_tables
+         WHERE schemaname = 'queueguard_shadow' AND relname = %(name)s),
+       (SELECT reltuples::bigint FROM pg_class WHERE oid = to_regclass(%(table)s)),
+       (SELECT n_live_tup FROM pg_stat_user_tables
+         WHERE schemaname = 'queueguard_shadow' AND relname = 'queueguard_log');
