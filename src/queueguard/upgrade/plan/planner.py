@@ -120,10 +120,13 @@ def plan(
     max_lock_ms: float | None = None,
     sample_rows: int = sample.DEFAULT_ROWS,
     start: Mapping[str, int] | None = None,
+    prepared: tuple[str, Mapping[str, bill.Size]] | None = None,
 ) -> Plan:
     """The bill of the pending revisions. `start`: {revision: first statement index} for a
     revision a previous run left part applied (its progress row): the bill starts there,
-    each line's `index` still counting the statements billed."""
+    each line's `index` still counting the statements billed. `prepared`: a sample of the
+    target built already (the database to clone, the target's sizes read with it), so a
+    caller that needs more copies of one sample builds it once."""
     current = current_revision(mset, target_dsn)
     pending = mset.pending(current, to)
     result = Plan(mset.format, current, mset.resolve(to), [], max_lock_ms, sample_rows)
@@ -131,8 +134,11 @@ def plan(
         return result
     admin = scratch_admin or scratch.database_dsn(target_dsn, "postgres")
     with ScratchDatabases(admin, prefix="qgplan") as databases:
-        copy = databases.create()
-        target_sizes = sample.build(target_dsn, copy, sample_rows)
+        if prepared is not None:
+            copy, target_sizes = databases.create(template=prepared[0]), prepared[1]
+        else:
+            copy = databases.create()
+            target_sizes = sample.build(target_dsn, copy, sample_rows)
         for revision in pending:
             if start and start.get(revision.id) and revision.statements is not None:
                 revision = replace(revision, statements=revision.statements[start[revision.id] :])

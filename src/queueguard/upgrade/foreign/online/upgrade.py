@@ -123,27 +123,23 @@ def _take_over(mset: MigrationSet, copy: str, source_db: str) -> None:
 
 def prove(
     mset: MigrationSet,
-    dsn: str,
     online: OnlinePlan,
+    databases: ScratchDatabases,
+    base: str,
     *,
     to: str | None,
     volatile: Mapping[str, Collection[str]],
-    scratch_admin: str | None = None,
-    sample_rows: int = sample.DEFAULT_ROWS,
 ) -> list[str]:
-    """The differences between the plain and the online end state on two copies of one
-    sample of the target (empty: proved)."""
-    admin = scratch_admin or scratch.database_dsn(dsn, "postgres")
-    with ScratchDatabases(admin, prefix="qgproof") as databases:
-        plain = databases.create()
-        sample.build(dsn, plain, sample_rows)
-        _take_over(mset, plain, scratch.dbname_of(dsn))
-        twin = databases.create(template=scratch.dbname_of(plain))
-        _take_over(mset, twin, scratch.dbname_of(plain))
-        runner.upgrade(mset, plain, to=to)
-        runner.upgrade(mset, twin, to=to, online=online)
-        found = proof.dump_differences(proof.schema_dump(plain), proof.schema_dump(twin))
-        found += proof.row_differences(plain, twin, volatile=volatile, bookkeeping=mset.bookkeeping)
+    """The differences between the plain and the online end state on two clones of the
+    sample database `base` (empty: proved)."""
+    plain = databases.create(template=base)
+    _take_over(mset, plain, base)
+    twin = databases.create(template=base)
+    _take_over(mset, twin, base)
+    runner.upgrade(mset, plain, to=to)
+    runner.upgrade(mset, twin, to=to, online=online)
+    found = proof.dump_differences(proof.schema_dump(plain), proof.schema_dump(twin))
+    found += proof.row_differences(plain, twin, volatile=volatile, bookkeeping=mset.bookkeeping)
     return found
 
 
@@ -169,32 +165,42 @@ def upgrade_online(
     if finished:
         tell(f"finished statement {finished} that a previous run left in flight")
     start = _start(mset, dsn) if sql_format else {}
-    tell("plan: pricing every pending statement on a scratch copy")
-    bill = planner.plan(
-        mset, dsn, to=to, scratch_admin=scratch_admin, max_lock_ms=budget_ms,
-        sample_rows=sample_rows, start=start,
-    )  # fmt: skip
-    decisions = decisions_of(mset, dsn, bill, budget_ms, start)
-    result.decisions = decisions
-    refused = [d for d in decisions if d.forms is None]
-    if refused and not force:
-        raise NoOnlineForm(_refused(refused, budget_ms))
-    result.forced = refused
-    online = OnlinePlan(
-        {(d.revision, d.index): d.forms for d in decisions if d.forms}, options or {}
-    )
-    if online.forms:
-        tell(f"proof: {len(online.forms)} statement(s) online and plain on two scratch copies")
-        differences = prove(
-            mset, dsn, online, to=to, volatile=_volatile(decisions),
-            scratch_admin=scratch_admin, sample_rows=sample_rows,
+    if not mset.pending(planner.current_revision(mset, dsn), to):
+        result.report = runner.upgrade(mset, dsn, to=to, limits=limits)
+        return result
+    admin = scratch_admin or scratch.database_dsn(dsn, "postgres")
+    with ScratchDatabases(admin, prefix="qgonline") as databases:
+        # one sample of the target for plan and for both sides of the proof
+        tell("sample: the target's schema and a sample of its rows on a scratch copy")
+        base = databases.create()
+        sizes = sample.build(dsn, base, sample_rows)
+        _take_over(mset, base, scratch.dbname_of(dsn))
+        tell("plan: pricing every pending statement on a clone of the sample")
+        bill = planner.plan(
+            mset, dsn, to=to, scratch_admin=admin, max_lock_ms=budget_ms,
+            sample_rows=sample_rows, start=start, prepared=(scratch.dbname_of(base), sizes),
         )  # fmt: skip
-        if differences:
-            raise OnlineProofFailed(
-                "the online forms do not end where the plain statements end; nothing ran "
-                "on the target:\n" + "\n".join(f"  {d}" for d in differences[:20])
-            )
-        result.proved = True
+        decisions = decisions_of(mset, dsn, bill, budget_ms, start)
+        result.decisions = decisions
+        refused = [d for d in decisions if d.forms is None]
+        if refused and not force:
+            raise NoOnlineForm(_refused(refused, budget_ms))
+        result.forced = refused
+        online = OnlinePlan(
+            {(d.revision, d.index): d.forms for d in decisions if d.forms}, options or {}
+        )
+        if online.forms:
+            tell(f"proof: {len(online.forms)} statement(s) online and plain on two clones")
+            differences = prove(
+                mset, online, databases, scratch.dbname_of(base), to=to,
+                volatile=_volatile(decisions),
+            )  # fmt: skip
+            if differences:
+                raise OnlineProofFailed(
+                    "the online forms do not end where the plain statements end; nothing ran "
+                    "on the target:\n" + "\n".join(f"  {d}" for d in differences[:20])
+                )
+            result.proved = True
     result.report = runner.upgrade(mset, dsn, to=to, limits=limits, online=online)
     return result
 
