@@ -116,6 +116,26 @@ def test_an_ini_names_its_script_directory_relative_to_itself(tmp_path: Path) ->
     assert fmt.load(tmp_path).ids == ("a1", "b2")
 
 
+def test_a_folder_with_env_py_and_versions_is_the_script_location(tmp_path: Path) -> None:
+    """Whatever an ini's script_location says: the ini inside the folder is read for its
+    other options; one in the parent folder only when it names this folder."""
+    project = tmp_path / "app" / "migrations"
+    shutil.copytree(ATTRS, project)
+    (project / "alembic.ini").write_text(
+        "[alembic]\nscript_location = somewhere/else/entirely\nversion_table = from_ini\n"
+    )
+    cfg = config(project, None)
+    assert cfg.config_file_name == str(project / "alembic.ini")
+    assert cfg.get_main_option("script_location") == str(project)
+    assert cfg.get_main_option("version_table") == "from_ini"
+    (project / "alembic.ini").unlink()
+    # a parent ini naming another project's folder is not this one's
+    (tmp_path / "app" / "alembic.ini").write_text("[alembic]\nscript_location = other\n")
+    assert config(project, None).config_file_name is None
+    (tmp_path / "app" / "alembic.ini").write_text("[alembic]\nscript_location = migrations\n")
+    assert config(project, None).config_file_name == str(tmp_path / "app" / "alembic.ini")
+
+
 def test_an_env_py_calling_file_config_leaves_the_hosts_logging_alone() -> None:
     host = logging.getLogger("queueguard.test.host")
     root = logging.getLogger()
