@@ -133,7 +133,7 @@ def _revision(revision: dict[str, Any]) -> list[str]:
     out = [md.heading(4, f"Revision {md.code(revision['id'])}"), ""]
     statements = revision["statements"]
     if not statements:
-        return [*out, "No statements.", ""]
+        return [*out, "No statement on PostgreSQL.", ""]
     out += md.table(HEADER, [_row(s) for s in statements], ALIGN)
     for s in statements:
         extra = _details(s)

@@ -82,7 +82,7 @@ def upgrade(
         raise UsageError(f"--retries takes a number of retries >= 0, got {limits.retries}")
     target = mset.resolve(to)
     if mset.format in ("alembic",):
-        return alembic_runner.upgrade(mset, dsn, target, limits)
+        return alembic_runner.upgrade(mset, dsn, target, limits, on_step)
     started = time.monotonic()
     name = APPLICATION_NAME if online is None else online_name()
     conn = connect(dsn, application_name=name)

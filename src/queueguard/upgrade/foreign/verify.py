@@ -175,10 +175,20 @@ def _statements(rev: Revision, seen: list[Observation], steps: list[Step]) -> li
         places = list(range(len(seen)))
     else:
         places = [i for i, s in enumerate(rev.statements) if not apply.is_transaction_control(s)]
-    timed = {step.index: step for step in steps}
+    timed = {sent.index: sent for sent in steps}
+    # a Python revision's steps are what the runner saw at the driver: matched by text, in
+    # order (the tracer leaves the driver's introspection out)
+    by_text: dict[str, list[Step]] = {}
+    for sent in steps:
+        by_text.setdefault(sent.sql, []).append(sent)
     out = []
     for place, observed in zip(places, seen, strict=False):
-        step = timed.get(place) if rev.statements is not None else None
+        step: Step | None
+        if rev.statements is not None:
+            step = timed.get(place)
+        else:
+            same = by_text.get(observed.sql, [])
+            step = same.pop(0) if same else None
         out.append(
             Statement(
                 index=place + 1,
