@@ -264,6 +264,11 @@ class HalfApplied(MigrationError):
     has not moved, and no progress of ours says how far it got."""
 
 
+class VersionKeyedElsewhere(MigrationError):
+    """Temporal's schema_version has no row for this database but has one for another name:
+    a database restored under another name. Nothing runs until its row is adopted."""
+
+
 class LockTooLong(MigrationError):
     """`upgrade --max-lock`: plan says a revision would hold a blocking lock longer."""
 

@@ -35,6 +35,18 @@ SELECT to_regclass('schema_version') IS NOT NULL;
 SELECT curr_version FROM schema_version
 WHERE version_partition = 0 AND db_name = current_database();
 
+-- name: other_versions
+-- The rows of other databases' names: a database restored under another name keeps its
+-- original's row, keyed on the name it was made under.
+SELECT db_name, curr_version FROM schema_version
+WHERE version_partition = 0 AND db_name <> current_database()
+ORDER BY db_name;
+
+-- name: take_over_version
+-- A copy restored under another name takes over its original's version row.
+UPDATE schema_version SET db_name = current_database()
+WHERE version_partition = 0 AND db_name = %(db_name)s;
+
 -- name: write_version
 -- The tool's upsert (UpdateSchemaVersion): creation_time is rewritten on every step.
 INSERT INTO schema_version(version_partition, db_name, creation_time, curr_version,

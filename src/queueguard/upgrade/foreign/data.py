@@ -12,7 +12,7 @@ import psycopg
 from queueguard.pg import tools
 from queueguard.pg.connect import connection
 from queueguard.pg.sqlfiles import queries
-from queueguard.sets import MigrationSet
+from queueguard.sets import MigrationSet, temporal
 from queueguard.upgrade.foreign.checks import FixtureFile
 from queueguard.upgrade.plan.apply import first_line
 from queueguard.upgrade.plan.planner import current_revision
@@ -57,7 +57,7 @@ def adopt(mset: MigrationSet, dsn: str) -> str | None:
         names = [r[0] for r in conn.execute(Q["temporal_db_names"]).fetchall()]
         if len(names) != 1 or names[0] == conn.info.dbname:
             return None
-        conn.execute(Q["temporal_adopt"])
+        temporal.take_over_version(conn, names[0])
         conn.commit()
     return f"schema_version was kept for database {names[0]!r}: read as this copy's"
 

@@ -18,7 +18,7 @@ from typing import Any
 from queueguard.pg import scratch
 from queueguard.pg.connect import connection
 from queueguard.pg.scratch import ScratchDatabases
-from queueguard.sets import MigrationSet
+from queueguard.sets import MigrationSet, temporal
 from queueguard.upgrade.foreign import runner
 from queueguard.upgrade.foreign.checks import Check
 from queueguard.upgrade.foreign.data import invariant_rows
@@ -147,11 +147,9 @@ def _rekey_temporal(copy: str, source_db: str) -> None:
     """Temporal keys its version row on the database's name (`db_name`): the copy, under
     another name, takes over the source's row, as the tool would read it there."""
     with connection(copy) as conn:
-        conn.execute(
-            "UPDATE schema_version SET db_name = current_database() WHERE db_name = %s "
-            "AND to_regclass('schema_version') IS NOT NULL",
-            (source_db,),
-        )
+        exists = conn.execute("SELECT to_regclass('schema_version') IS NOT NULL").fetchone()
+        if exists and exists[0]:
+            temporal.take_over_version(conn, source_db)
         conn.commit()
 
 

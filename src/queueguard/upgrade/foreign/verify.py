@@ -295,7 +295,10 @@ def _fixture(
     adopted = data.adopt(mset, dsn)
     if adopted:
         notes.append(adopted)
-    at = data.at_revision(mset, dsn)
+    try:
+        at = data.at_revision(mset, dsn)
+    except QueueguardError as exc:  # e.g. Temporal rows of several other databases' names
+        return failed("its bookkeeping cannot be read", str(exc))
     if at != fixture.revision:
         where = ", ".join(sorted(mset.bookkeeping)) or "its bookkeeping"
         return failed(
