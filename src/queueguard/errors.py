@@ -141,6 +141,9 @@ class LegacySnapshotError(SnapshotError):
 class MigrationError(QueueguardError):
     """A migration could not be applied; the database is left as it was."""
 
+    #: the SQLSTATE of the statement that failed, where a statement did
+    sqlstate: str | None = None
+
 
 class MigrationRefused(MigrationError):
     """A migration's precondition failed under its own locks; it rolled back whole."""

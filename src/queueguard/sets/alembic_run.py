@@ -125,7 +125,9 @@ def _failure(outcome: Outcome, exc: BaseException, root: object) -> MigrationErr
     if outcome.applied and outcome.per_revision:
         kept += before
     text = f"\n  {' '.join(failed.sql.split())[:200]}" if failed is not None else ""
-    return MigrationError(f"revision {revision} failed ({driver_reason(exc)}); {kept}{text}")
+    error = MigrationError(f"revision {revision} failed ({driver_reason(exc)}); {kept}{text}")
+    error.sqlstate = getattr(exc, "sqlstate", None)
+    return error
 
 
 def upgrade(

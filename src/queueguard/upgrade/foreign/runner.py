@@ -291,10 +291,12 @@ def _failed(rev: Revision, index: int, exc: psycopg.Error, committed: int) -> Mi
         if committed
         else "nothing was changed"
     )
-    return MigrationError(
+    error = MigrationError(
         f"revision {rev.id} failed at statement {index + 1} ({first_line(exc)}); {kept}\n"
         f"  {' '.join(rev.statements[index].split())[:200] if rev.statements else ''}"
     )
+    error.sqlstate = exc.sqlstate
+    return error
 
 
 def _bookkeeping(

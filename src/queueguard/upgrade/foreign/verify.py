@@ -62,6 +62,7 @@ def verify(
     admin_dsn: str,
     *,
     fresh: Path | None = None,
+    base: Path | None = None,
     fixtures: Path | None = None,
     invariants: Path | None = None,
     limits: Limits | None = None,
@@ -73,6 +74,8 @@ def verify(
     started = time.monotonic()
     tell = progress or (lambda _line: None)
     fresh_text = _read(fresh, "--fresh") if fresh is not None else None
+    if base is not None and not base.is_file():
+        raise UsageError(f"--base {base}: no such file")
     queries = (
         parse_invariants(_read(invariants, "--invariants"), str(invariants)) if invariants else {}
     )
@@ -85,17 +88,28 @@ def verify(
     with ScratchDatabases(admin_dsn, prefix="qgverify") as scratch:
         try:
             chain, watched = scratch.create(), scratch.create()
-            if _chain(mset, chain, watched, report, limits, tell):
+            reference: catalog.Catalog | None = None
+            if _base(base, (chain, watched), report) and _chain(
+                mset, chain, watched, report, limits, tell, based=base is not None
+            ):
                 report.checks.append(_rerun(mset, chain, limits))
                 report.checks.append(_bookkeeping(mset, chain, head))
-                upgraded = catalog.without(catalog.introspect(chain), leave_out)
+                reference = catalog.without(catalog.introspect(chain), leave_out)
                 if fresh is not None and fresh_text is not None:
                     tell(f"fresh install from {fresh.name}")
                     made = scratch.create()
-                    report.checks.append(_fresh(fresh, fresh_text, made, upgraded, leave_out))
-                for fixture in frozen:
-                    tell(f"fixture {fixture.path.name}")
-                    report.checks += _fixture(mset, fixture, scratch, upgraded, queries, limits)
+                    report.checks.append(_fresh(fresh, fresh_text, made, reference, leave_out))
+            # a chain that could not run still leaves each fixture to upgrade from its own
+            # revision; without the chain's catalog they are compared with the first one's
+            compared_with = "the chain's" if reference is not None else None
+            for fixture in frozen:
+                tell(f"fixture {fixture.path.name}")
+                checks, upgraded = _fixture(
+                    mset, fixture, scratch, reference, compared_with, queries, limits
+                )
+                report.checks += checks
+                if reference is None and upgraded is not None:
+                    reference, compared_with = upgraded, f"{fixture.path.name}'s"
         finally:
             _drop_together(scratch)
     report.elapsed_ms = int((time.monotonic() - started) * 1000)
@@ -126,6 +140,38 @@ def _leave_out(mset: MigrationSet) -> Callable[[str], bool]:
 # --- the chain -------------------------------------------------------------------------------
 
 
+#: what a first revision fails with when its objects come from elsewhere (the
+#: application's create_all()): undefined table, column, object, function, schema
+_NEEDS_A_BASE = {"42P01", "42703", "42704", "42883", "3F000"}
+
+
+def _base(base: Path | None, databases: tuple[str, ...], report: SetVerifyReport) -> bool:
+    """The --base schema loaded into the chain's databases; False (a failed chain check)
+    when it does not load."""
+    if base is None:
+        return True
+    try:
+        for dsn in databases:
+            data.load_file(base, dsn)
+    except data.LoadFailed as exc:
+        report.checks.append(
+            Check("chain", False, f"--base {base.name} could not be loaded", problems=[str(exc)])
+        )
+        return False
+    return True
+
+
+def _cannot_start_empty(rev: Revision, exc: QueueguardError, mset: MigrationSet) -> str | None:
+    """The one line for a chain whose first revision needs objects it does not create."""
+    if rev is not mset.revisions[0] or getattr(exc, "sqlstate", None) not in _NEEDS_A_BASE:
+        return None
+    first = str(exc).splitlines()[0]
+    return (
+        f"the chain cannot start from an empty database: {first}; its first tables come "
+        "from elsewhere (the application's create_all()?): give them with --base FILE"
+    )
+
+
 def _chain(
     mset: MigrationSet,
     chain: str,
@@ -133,6 +179,8 @@ def _chain(
     report: SetVerifyReport,
     limits: Limits | None,
     tell: Progress,
+    *,
+    based: bool = False,
 ) -> bool:
     """Every revision in turn: applied on `chain` by the runner, traced on `watched`."""
     for rev in mset.revisions:
@@ -143,9 +191,13 @@ def _chain(
             upgrade(mset, chain, to=rev.id, limits=limits, on_step=steps.append)
         except QueueguardError as exc:
             traced.error = str(exc)
-            report.checks.append(
-                Check("chain", False, f"revision {rev.id} did not apply", problems=[str(exc)])
-            )
+            empty = None if based else _cannot_start_empty(rev, exc, mset)
+            if empty is not None:
+                report.checks.append(Check("chain", False, empty))
+            else:
+                report.checks.append(
+                    Check("chain", False, f"revision {rev.id} did not apply", problems=[str(exc)])
+                )
             return False
         try:
             traced.statements = _statements(rev, trace(mset, rev, watched), steps)
@@ -162,8 +214,9 @@ def _chain(
             return False
         tell(f"revision {rev.id}: {len(traced.statements)} statement(s)")
     count = len(mset.revisions)
+    start = "the --base schema" if based else "empty"
     report.checks.append(
-        Check("chain", True, f"{count} revision(s) applied one at a time, empty to {mset.span}")
+        Check("chain", True, f"{count} revision(s) applied one at a time, {start} to {mset.span}")
     )
     return True
 
@@ -277,16 +330,20 @@ def _fixture(
     mset: MigrationSet,
     fixture: FixtureFile,
     scratch: ScratchDatabases,
-    upgraded: catalog.Catalog,
+    reference: catalog.Catalog | None,
+    compared_with: str | None,
     queries: dict[str, str],
     limits: Limits | None,
-) -> list[Check]:
+) -> tuple[list[Check], catalog.Catalog | None]:
+    """The fixture loaded, found at its revision, upgraded to head and compared with
+    `reference` (the chain's catalog, else an earlier fixture's; None: the first of them);
+    its checks, and its upgraded catalog."""
     name = fixture.path.name
     dsn = scratch.create()
     notes: list[str] = []
 
-    def failed(detail: str, *problems: str) -> list[Check]:
-        return [Check("fixture", False, detail, name, list(problems), notes)]
+    def failed(detail: str, *problems: str) -> tuple[list[Check], None]:
+        return [Check("fixture", False, detail, name, list(problems), notes)], None
 
     try:
         data.load_fixture(fixture, dsn)
@@ -311,14 +368,21 @@ def _fixture(
         return failed(f"upgrade from {fixture.revision} failed", str(exc))
     after = data.invariant_rows(dsn, queries)
     mine = catalog.without(catalog.introspect(dsn), _leave_out(mset))
-    problems = catalog.differences(upgraded, mine, ("chain", "fixture"))
+    head = mset.head.id if mset.head else None
+    problems = [] if report.after == head else [f"its bookkeeping reads {report.after}, not {head}"]
+    if reference is not None:
+        labels = ("chain", "fixture") if compared_with == "the chain's" else ("first", "fixture")
+        problems += catalog.differences(reference, mine, labels)
+    else:
+        notes.append("the chain did not reach head: no catalog to compare this fixture's with")
     applied = ", ".join(report.applied) or "nothing"
+    differs = f"; its catalog differs from {compared_with}" if reference is not None else ""
     checks = [
         Check(
             "fixture",
             not problems,
             f"loaded at {fixture.revision}, upgraded to {report.after} (applied {applied})"
-            + ("; its catalog differs from the chain's" if problems else ""),
+            + (differs if problems else ""),
             name,
             problems,
             notes,
@@ -326,7 +390,7 @@ def _fixture(
     ]
     for query_name in queries:
         checks.append(invariant_check(query_name, name, before[query_name], after[query_name]))
-    return checks
+    return checks, mine
 
 
 def invariant_check(name: str, fixture: str, before: Any, after: Any) -> Check:
