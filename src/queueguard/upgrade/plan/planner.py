@@ -20,7 +20,7 @@ from queueguard.pg.scratch import ScratchDatabases
 from queueguard.sets import MigrationSet, Revision, adapter
 from queueguard.sets import alembic as alembic_format
 from queueguard.upgrade import locks
-from queueguard.upgrade.plan import apply, bill, python_revision, sample
+from queueguard.upgrade.plan import apply, bill, python_revision, safer, sample
 from queueguard.upgrade.plan.observe import Observation, Q
 
 
@@ -161,7 +161,7 @@ def plan(
                     if _on_target(rel, target_sizes, indexes)
                 ]
                 line.verdict = bill.verdict(line, max_lock_ms)
-                line.safer = bill.safer(line)
+                line.safer = safer.safer(line)
             result.revisions.append((traced.revision.id, lines))
     _queue_behind(result, target_dsn)
     return result
