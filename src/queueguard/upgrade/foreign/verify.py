@@ -28,32 +28,27 @@ from typing import Any
 
 import psycopg
 
-from queueguard.errors import MigrationError, QueueguardError, UsageError
+from queueguard.errors import QueueguardError, UsageError
 from queueguard.pg.connect import connection
 from queueguard.pg.scratch import ScratchDatabases, database_dsn
-from queueguard.sets import MigrationSet, Revision
+from queueguard.sets import MigrationSet
 from queueguard.sets.split import split
 from queueguard.upgrade import catalog
 from queueguard.upgrade.foreign import data
 from queueguard.upgrade.foreign.checks import (
     Check,
     FixtureFile,
-    RevisionTrace,
     SetVerifyReport,
-    Statement,
     fixture_files,
     multiset_diff,
     parse_invariants,
     rows_problems,
 )
-from queueguard.upgrade.foreign.report import Step
 from queueguard.upgrade.foreign.runner import upgrade
 from queueguard.upgrade.foreign.session import Limits
+from queueguard.upgrade.foreign.verify_chain import Progress, load_base, run_chain
 from queueguard.upgrade.plan import apply
-from queueguard.upgrade.plan.observe import Observation
-from queueguard.upgrade.plan.planner import trace
 
-Progress = Callable[[str], None]
 LABELS = ("upgraded", "fresh")
 
 
@@ -89,7 +84,7 @@ def verify(
         try:
             chain, watched = scratch.create(), scratch.create()
             reference: catalog.Catalog | None = None
-            if _base(base, (chain, watched), report) and _chain(
+            if load_base(base, (chain, watched), report) and run_chain(
                 mset, chain, watched, report, limits, tell, based=base is not None
             ):
                 report.checks.append(_rerun(mset, chain, limits))
@@ -135,127 +130,6 @@ def _leave_out(mset: MigrationSet) -> Callable[[str], bool]:
     """The tables no comparison looks at: the format's bookkeeping and anything of ours."""
     names = {name.rpartition(".")[2] for name in mset.bookkeeping}
     return lambda table: table in names or table.startswith("queueguard_")
-
-
-# --- the chain -------------------------------------------------------------------------------
-
-
-#: what a first revision fails with when its objects come from elsewhere (the
-#: application's create_all()): undefined table, column, object, function, schema
-_NEEDS_A_BASE = {"42P01", "42703", "42704", "42883", "3F000"}
-
-
-def _base(base: Path | None, databases: tuple[str, ...], report: SetVerifyReport) -> bool:
-    """The --base schema loaded into the chain's databases; False (a failed chain check)
-    when it does not load."""
-    if base is None:
-        return True
-    try:
-        for dsn in databases:
-            data.load_file(base, dsn)
-    except data.LoadFailed as exc:
-        report.checks.append(
-            Check("chain", False, f"--base {base.name} could not be loaded", problems=[str(exc)])
-        )
-        return False
-    return True
-
-
-def _cannot_start_empty(rev: Revision, exc: QueueguardError, mset: MigrationSet) -> str | None:
-    """The one line for a chain whose first revision needs objects it does not create."""
-    if rev is not mset.revisions[0] or getattr(exc, "sqlstate", None) not in _NEEDS_A_BASE:
-        return None
-    first = str(exc).splitlines()[0]
-    return (
-        f"the chain cannot start from an empty database: {first}; its first tables come "
-        "from elsewhere (the application's create_all()?): give them with --base FILE"
-    )
-
-
-def _chain(
-    mset: MigrationSet,
-    chain: str,
-    watched: str,
-    report: SetVerifyReport,
-    limits: Limits | None,
-    tell: Progress,
-    *,
-    based: bool = False,
-) -> bool:
-    """Every revision in turn: applied on `chain` by the runner, traced on `watched`."""
-    for rev in mset.revisions:
-        steps: list[Step] = []
-        traced = RevisionTrace(rev.id, rev.title)
-        report.revisions.append(traced)
-        try:
-            upgrade(mset, chain, to=rev.id, limits=limits, on_step=steps.append)
-        except QueueguardError as exc:
-            traced.error = str(exc)
-            empty = None if based else _cannot_start_empty(rev, exc, mset)
-            if empty is not None:
-                report.checks.append(Check("chain", False, empty))
-            else:
-                report.checks.append(
-                    Check("chain", False, f"revision {rev.id} did not apply", problems=[str(exc)])
-                )
-            return False
-        try:
-            traced.statements = _statements(rev, trace(mset, rev, watched), steps)
-        except MigrationError as exc:
-            traced.error = f"traced on a second database: {exc}"
-            report.checks.append(
-                Check(
-                    "chain",
-                    False,
-                    f"revision {rev.id} applied, but failed when traced on a second database",
-                    problems=[str(exc)],
-                )
-            )
-            return False
-        tell(f"revision {rev.id}: {len(traced.statements)} statement(s)")
-    count = len(mset.revisions)
-    start = "the --base schema" if based else "empty"
-    report.checks.append(
-        Check("chain", True, f"{count} revision(s) applied one at a time, {start} to {mset.span}")
-    )
-    return True
-
-
-def _statements(rev: Revision, seen: list[Observation], steps: list[Step]) -> list[Statement]:
-    """The tracer's observations with their place in the revision and the runner's timing
-    (SQL revisions: the statements that are not transaction control, in order)."""
-    if rev.statements is None:
-        places = list(range(len(seen)))
-    else:
-        places = [i for i, s in enumerate(rev.statements) if not apply.is_transaction_control(s)]
-    timed = {sent.index: sent for sent in steps}
-    # a Python revision's steps are what the runner saw at the driver: matched by text, in
-    # order (the tracer leaves the driver's introspection out)
-    by_text: dict[str, list[Step]] = {}
-    for sent in steps:
-        by_text.setdefault(sent.sql, []).append(sent)
-    out = []
-    for place, observed in zip(places, seen, strict=False):
-        step: Step | None
-        if rev.statements is not None:
-            step = timed.get(place)
-        else:
-            same = by_text.get(observed.sql, [])
-            step = same.pop(0) if same else None
-        out.append(
-            Statement(
-                index=place + 1,
-                sql=observed.sql,
-                transactional=observed.transactional,
-                locks=list(observed.locks),
-                created=list(observed.created),
-                rewrites=list(observed.rewrites),
-                scans=list(observed.scans),
-                seconds=step.seconds if step else observed.seconds,
-                held_s=step.held_s if step else None,
-            )
-        )
-    return out
 
 
 def _rerun(mset: MigrationSet, chain: str, limits: Limits | None) -> Check:
