@@ -70,14 +70,15 @@ class Sent:
 
 @dataclass
 class Outcome:
-    """What one run did: where the database was, the revisions applied (committed, unless
-    env.py runs them all in one transaction), and each revision's statements."""
+    """What one run did: where the database was, the revisions applied, those of them
+    committed (seen at the driver: an env.py that runs every revision in one transaction of
+    its own commits them together, at the end), and each revision's statements."""
 
     before: str | None = None
     applied: list[str] = field(default_factory=list)
+    committed: list[str] = field(default_factory=list)
     sent: list[Sent] = field(default_factory=list)
     running: str | None = None
-    per_revision: bool = True
 
     def of(self, revision: str) -> list[Sent]:
         return [s for s in self.sent if s.revision == revision]
@@ -90,12 +91,10 @@ class _Environment:
 
     def __init__(self, *args: Any, on_applied: Callable[..., None], **kw: Any) -> None:
         self.context = EnvironmentContext(*args, **kw)
-        self.per_revision = True
         configure = self.context.configure
 
         def configure_with_hook(*c_args: Any, **c_kw: Any) -> None:
             c_kw.setdefault("transaction_per_migration", True)
-            self.per_revision = bool(c_kw["transaction_per_migration"])
             own = to_tuple(c_kw.get("on_version_apply"), default=())
             c_kw["on_version_apply"] = (*own, on_applied)
             configure(*c_args, **c_kw)
@@ -117,13 +116,12 @@ def _failure(outcome: Outcome, exc: BaseException, root: object) -> MigrationErr
             "it ran statements in autocommit_block(): those, and what it ran before the "
             "block, stay applied; its version row was not written"
         )
-    elif outcome.per_revision:
+    elif outcome.committed or not outcome.applied:
         kept = "its transaction rolled back"
-    else:
-        kept = "env.py runs every revision in one transaction: nothing was changed"
-    before = f" (the revisions before it, {', '.join(outcome.applied)}, stay applied)"
-    if outcome.applied and outcome.per_revision:
-        kept += before
+    else:  # the revisions before it were in the same transaction: they rolled back too
+        kept = "env.py runs the revisions in one transaction: nothing was changed"
+    if outcome.committed:
+        kept += f" (the revisions before it, {', '.join(outcome.committed)}, stay applied)"
     text = f"\n  {' '.join(failed.sql.split())[:200]}" if failed is not None else ""
     error = MigrationError(f"revision {revision} failed ({driver_reason(exc)}); {kept}{text}")
     error.sqlstate = getattr(exc, "sqlstate", None)
@@ -168,6 +166,7 @@ def upgrade(
 
     def on_commit(conn: psycopg.Connection[Any]) -> None:
         ended = time.perf_counter()
+        outcome.committed = list(outcome.applied)
         for sent in outcome.sent:
             if sent.held_s is None:
                 sent.held_s = ended - sent.started  # its locks were held until now
@@ -215,16 +214,13 @@ def upgrade(
                 _pgoptions(options),
                 env.context,
             ):
-                outcome.per_revision = True
                 script.run_env()
-                outcome.per_revision = env.per_revision
             connection.commit()  # the shared connection's transaction, if env.py left one
+            outcome.committed = list(outcome.applied)
         except CommandError as exc:
             raise UsageError(f"{mset.root}: {exc}") from None
         except sa.exc.DBAPIError as exc:
-            outcome.per_revision = env.per_revision
             raise _failure(outcome, exc.orig or exc, mset.root) from exc
         except psycopg.Error as exc:  # sent through the DBAPI cursor itself
-            outcome.per_revision = env.per_revision
             raise _failure(outcome, exc, mset.root) from exc
     return outcome

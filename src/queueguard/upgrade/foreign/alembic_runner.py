@@ -90,7 +90,7 @@ def _record(
     on_step: Callable[[Step], None] | None,
 ) -> None:
     """The revisions a run committed, and each statement they sent as a step."""
-    committed = outcome.applied if outcome.per_revision or not outcome.running else []
+    committed = outcome.committed
     report.applied += committed
     if on_step is None:
         return
