@@ -39,9 +39,11 @@ def upgrade(
         runner_lock(lock, "runner_session_lock_try", limits)
         before = alembic_format.current(dsn, table)
         report = SetUpgradeReport(mset.format, target, before)
+        report.after = before
         if target is not None and mset.pending(before, target):
             _run(mset, dsn, target, limits, report, on_step)
-        report.after = alembic_format.current(dsn, table)
+            # where the run left the database, as the driver saw it commit (no second read)
+            report.after = report.applied[-1] if report.applied else before
         report.elapsed_ms = int((time.monotonic() - started) * 1000)
         return report
     except psycopg.Error as exc:
