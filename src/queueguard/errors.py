@@ -141,6 +141,9 @@ class LegacySnapshotError(SnapshotError):
 class MigrationError(QueueguardError):
     """A migration could not be applied; the database is left as it was."""
 
+    #: the SQLSTATE of the statement that failed, where a statement did
+    sqlstate: str | None = None
+
 
 class MigrationRefused(MigrationError):
     """A migration's precondition failed under its own locks; it rolled back whole."""
@@ -262,6 +265,11 @@ class MigratorBusy(MigrationError):
 class HalfApplied(MigrationError):
     """A revision another tool left half applied: some of its objects exist, the version row
     has not moved, and no progress of ours says how far it got."""
+
+
+class VersionKeyedElsewhere(MigrationError):
+    """Temporal's schema_version has no row for this database but has one for another name:
+    a database restored under another name. Nothing runs until its row is adopted."""
 
 
 class LockTooLong(MigrationError):

@@ -71,3 +71,30 @@ def test_rehearse_holds_invariants_on_the_copy(
     failed = next(c for c in doc["checks"] if not c["ok"])
     assert failed["problems"] == ["only before: (3)", "only after: (5)"]
     assert main([*argv, "--invariants", str(tmp_path / "missing.sql")]) == 2
+
+
+def test_rehearse_of_an_alembic_set_reports_every_statement_it_ran(
+    make_db: Callable[..., str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Statements observed at the driver, each with its time, its hold and plan's estimate."""
+    source = make_db()
+    argv = ["rehearse", "--migrations", str(DATA / "alembic_plain"), "--dsn", source, "--json"]
+    code = main(argv)
+    doc = json.loads(capsys.readouterr().out)
+    assert code == 0 and (doc["before"], doc["after"]) == (None, "3c2e70914d03")
+    sent = [(s["revision"][:2], " ".join(s["sql"].split()[:3])) for s in doc["statements"]]
+    assert sent == [
+        ("1a", "CREATE TABLE item"),
+        ("1a", "INSERT INTO item"),
+        ("2b", "ALTER TABLE item"),
+        ("2b", "SELECT id, name"),
+        ("2b", "UPDATE item SET"),
+        ("2b", "UPDATE item SET"),
+        ("3c", "CREATE INDEX CONCURRENTLY"),
+    ], sent
+    for s in doc["statements"]:
+        assert s["took_ms"] >= 0 and s["held_ms"] >= s["took_ms"], s
+        assert s["estimate_ms"] is not None and s["estimate_held_ms"] is not None, s
+    concurrent = doc["statements"][-1]
+    assert concurrent["transactional"] is False and concurrent["held_ms"] == concurrent["took_ms"]
+    assert concurrent["locks"] == [{"relation": "item", "mode": "ShareUpdateExclusiveLock"}]

@@ -166,6 +166,36 @@ def test_a_half_applied_temporal_version_is_refused_naming_its_objects(
     assert main(["upgrade", "--migrations", str(DATA / "temporal"), "--dsn", dsn]) == 1
 
 
+def test_a_temporal_database_restored_under_another_name_is_said_as_it_is(
+    make_db: Callable[..., str], capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Its version row is keyed by the old name: never read as empty (every object of the
+    first version would look half applied); said, with the statement that adopts it."""
+    folder = str(DATA / "temporal")
+    dsn = make_db()
+    upgrade(sets.load(folder), dsn, to="1.9")
+    with psycopg.connect(dsn) as conn:
+        conn.execute("UPDATE schema_version SET db_name = 'temporal_prod'")
+        name = conn.execute("SELECT current_database()").fetchone()
+    before = catalog.fingerprint(dsn)
+    for verb in ("upgrade", "status", "plan"):
+        capsys.readouterr()
+        assert main([verb, "--migrations", folder, "--dsn", dsn]) == 1, verb
+        err = capsys.readouterr().err
+        assert (
+            f"no version row for database {name[0] if name else ''}; schema_version has one "
+            "for temporal_prod at 1.9 (restored under another name?); nothing was changed. "
+            "To adopt it: UPDATE schema_version SET db_name = current_database() WHERE "
+            "version_partition = 0 AND db_name = 'temporal_prod';"
+        ) in err, err
+        assert "half applied" not in err
+    assert catalog.fingerprint(dsn) == before
+    with psycopg.connect(dsn) as conn:
+        assert temporal.take_over_version(conn, "temporal_prod") == 1
+    assert main(["upgrade", "--migrations", folder, "--dsn", dsn]) == 0
+    assert _history(dsn)[-1][2] == "1.10"
+
+
 # sqldir ------------------------------------------------------------------------------------
 SQLDIR = {
     "V1__accounts.sql": "CREATE TABLE accounts (id bigint PRIMARY KEY, email text);\n"

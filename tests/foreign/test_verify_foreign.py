@@ -312,3 +312,37 @@ def test_catalog_differences_name_each_object_and_both_sides() -> None:
     assert a != b and _catalog(column_order={"t": ("a",)}) == _catalog()  # order is no part
     assert "column_order" not in catalog.document(a)
     assert "~ columns t.a: integer NOT NULL != bigint NOT NULL" in catalog.diff(a, b)
+
+
+APP = DATA / "alembic_app"
+APP_EXTRA = DATA / "alembic_app_extra"
+
+
+def test_a_chain_whose_first_tables_come_from_the_application(
+    pg_admin_dsn: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Without --base it cannot start from empty: one line says so, and each fixture is
+    still upgraded from its own revision and checked; with --base it verifies."""
+    argv = ["verify", "--migrations", str(APP), "--dsn", pg_admin_dsn, "--json"]
+    argv += ["--fixtures", str(APP_EXTRA / "fixtures")]
+    assert main(argv) == 1
+    doc = json.loads(capsys.readouterr().out)
+    chain, fixture = doc["checks"]
+    assert (chain["name"], chain["ok"], chain["problems"]) == ("chain", False, [])
+    assert chain["detail"].startswith(
+        'the chain cannot start from an empty database: revision m1 failed (relation "runs" '
+        "does not exist)"
+    )
+    assert chain["detail"].endswith("give them with --base FILE")
+    assert (fixture["name"], fixture["ok"], fixture["subject"]) == (
+        "fixture",
+        True,
+        "m1--one-run.sql",
+    )
+    assert "upgraded to m2 (applied m2)" in fixture["detail"]
+
+    assert main([*argv, "--base", str(APP_EXTRA / "base.sql")]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert [c["name"] for c in doc["checks"]] == ["chain", "rerun", "bookkeeping", "fixture"]
+    assert "the --base schema to m1…m2" in doc["checks"][0]["detail"]
+    assert main([*argv, "--base", str(APP_EXTRA / "missing.sql")]) == 2

@@ -7,6 +7,7 @@ import math
 
 import pytest
 
+from queueguard.upgrade.plan import safer
 from queueguard.upgrade.plan.bill import (
     PAGE,
     READ_MS_PER_PAGE,
@@ -137,3 +138,44 @@ def test_verdict(
     one.held_ms = held_ms
     one.blocking = blocking(one.seen)
     assert verdict(one, max_lock_ms) == expected
+
+
+@pytest.mark.parametrize(
+    ("sql", "rewrites", "scans", "advice"),
+    [
+        # several subcommands: each its own, the cheap ones as written
+        (
+            "ALTER TABLE t ADD COLUMN a int, ALTER COLUMN b SET NOT NULL",
+            [],
+            ["t"],
+            "one ALTER TABLE per subcommand; " + safer.NOT_NULL,
+        ),
+        ("ALTER TABLE t ALTER COLUMN a TYPE bigint, ADD COLUMN c int", ["t"], [], None),
+        (
+            "ALTER TABLE t ADD COLUMN c float8 DEFAULT random(), ALTER a TYPE bigint",
+            ["t"],
+            [],
+            None,
+        ),
+        ("DO $$ BEGIN UPDATE t SET a = 1; END $$", [], ["t"], None),
+        ("UPDATE t SET a = %(a)s WHERE id = %(id)s", [], ["t"], None),  # the parser cannot read it
+        ("ALTER TABLE t DROP COLUMN a", ["t"], [], None),
+        ("ALTER TABLE t ADD CONSTRAINT u UNIQUE (a) DEFERRABLE", [], ["t"], safer.UNIQUE),
+        ("ALTER TABLE t ADD CONSTRAINT f FOREIGN KEY (a) REFERENCES p NOT VALID", [], [], None),
+    ],
+)
+def test_safer_is_chosen_from_what_the_statement_is(
+    sql: str, rewrites: list[str], scans: list[str], advice: str | None
+) -> None:
+    line = Line("1", 0, Observation(sql, True, 1.0, [("t", AEL)], rewrites=rewrites, scans=scans))
+    line.blocking = [("t", AEL)]
+    expected = {
+        "ALTER TABLE t ALTER COLUMN a TYPE bigint, ADD COLUMN c int": f"{safer.TYPE_CHANGE}; "
+        f"{safer.NEW_COLUMN}",
+        "ALTER TABLE t ADD COLUMN c float8 DEFAULT random(), ALTER a TYPE bigint": (
+            f"{safer.NEW_COLUMN}; {safer.TYPE_CHANGE}"
+        ),
+    }.get(sql, advice)
+    assert safer.safer(line) == expected
+    line.blocking = []
+    assert safer.safer(line) is None  # blocks no one: nothing to make safer

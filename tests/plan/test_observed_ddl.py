@@ -17,6 +17,7 @@ import psycopg
 import pytest
 
 from queueguard import sets
+from queueguard.upgrade.plan import safer
 from queueguard.upgrade.plan.planner import Plan, plan
 
 AEL, SL, SUEL, SREL, REL = (
@@ -33,6 +34,8 @@ CREATE INDEX child_v ON child (v);
 INSERT INTO parent SELECT g, 'p' || g, g, NULL FROM generate_series(1, 2000) g;
 INSERT INTO child SELECT g, 1 + g % 2000, g % 7, 'c' FROM generate_series(1, 5000) g;
 ALTER TABLE parent ADD CONSTRAINT n_present CHECK (n IS NOT NULL);
+CREATE TABLE tag (id int NOT NULL, name text);
+INSERT INTO tag SELECT g, 't' || g FROM generate_series(1, 1000) g;
 """
 
 #: (file, statement, transactional, {relation: mode}, rewrites, scans): one kind per file
@@ -215,7 +218,38 @@ KINDS: list[tuple[str, str, bool, dict[str, str], list[str], list[str]]] = [
         [],
         [],
     ),
+    # a constraint that builds its index: not a new column, whatever its text's ADD says
+    (
+        "025_add_unique.sql",
+        "ALTER TABLE child ADD CONSTRAINT child_id_v UNIQUE (id, v)",
+        True,
+        {"child": AEL},
+        [],
+        ["child"],
+    ),
+    (
+        "026_add_primary_key.sql",
+        "ALTER TABLE tag ADD PRIMARY KEY (id)",
+        True,
+        {"tag": AEL},
+        [],
+        ["tag"],
+    ),
 ]
+
+#: the `safer:` advice each kind gets (plan.safer, from PostgreSQL's parse): none for a
+#: statement that blocks no one or only changes the catalog
+SAFER = {
+    "003": safer.NEW_COLUMN,
+    "004": safer.STORED_COLUMN,
+    "007": safer.TYPE_CHANGE,
+    "008": safer.NOT_NULL,
+    "010": safer.NOT_VALID,
+    "013": safer.NOT_VALID,
+    "014": safer.CONCURRENT_INDEX,
+    "025": safer.UNIQUE,
+    "026": safer.PRIMARY_KEY,
+}
 
 
 @pytest.fixture(scope="module")
@@ -266,8 +300,14 @@ def test_each_kind_of_ddl_is_observed_as_postgresql_runs_it(
     ), line
 
 
+@pytest.mark.parametrize("name", [k[0] for k in KINDS])
+def test_each_kind_of_ddl_gets_the_right_safer_form_or_none(observed: Plan, name: str) -> None:
+    revision = name.split("_")[0]
+    assert _last(observed, revision)["safer"] == SAFER.get(revision)
+
+
 def test_every_revision_is_planned_in_order_with_a_sample(observed: Plan) -> None:
-    assert observed.current is None and observed.target == "024"
+    assert observed.current is None and observed.target == "026"
     assert [rid for rid, _ in observed.revisions] == [k[0].split("_")[0] for k in KINDS]
     doc = observed.document()
     assert doc["schemaVersion"] == 1 and doc["format"] == "sqldir" and doc["sampleRows"] == 500

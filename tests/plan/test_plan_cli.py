@@ -341,6 +341,29 @@ def test_alembic_project(
     assert concurrently["locks"] == [{"relation": "item", "mode": SUEL}]
 
 
+def test_a_revision_sending_nothing_on_postgresql_costs_nothing(
+    capsys: pytest.CaptureFixture[str], empty_db: str, pg_admin_dsn: str, tmp_path: Path
+) -> None:
+    """A dialect branch for another database sends nothing here: no statement, no cost."""
+    import shutil
+
+    project = tmp_path / "project"
+    shutil.copytree(DATA / "alembic_attrs", project)
+    (project / "versions" / "c3.py").write_text(
+        '"""mssql only"""\n\nfrom alembic import op\n\nrevision = "c3"\ndown_revision = "b2"\n'
+        "branch_labels = None\ndepends_on = None\n\n\ndef upgrade() -> None:\n"
+        '    if op.get_bind().dialect.name == "mssql":\n'
+        '        op.execute("ALTER TABLE account ALTER COLUMN email NVARCHAR(320)")\n'
+    )
+    argv = ["--migrations", str(project), "--dsn", empty_db, "--scratch-dsn", pg_admin_dsn]
+    doc = _plan_json(capsys, *argv)
+    assert [r["id"] for r in doc["revisions"]] == ["a1", "b2", "c3"]
+    assert _statements(doc, "c3") == []
+    code, out, _ = _run(capsys, *argv)
+    assert code == 0 and "revision c3: no statement on PostgreSQL" in out
+    assert "(no statement)" not in out
+
+
 # 4. --max-lock and bad input ---------------------------------------------------------------
 def test_max_lock_exceeded_names_the_statement(
     capsys: pytest.CaptureFixture[str], accounts: str, rewrite_set: Path, pg_admin_dsn: str

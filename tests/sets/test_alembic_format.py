@@ -116,6 +116,26 @@ def test_an_ini_names_its_script_directory_relative_to_itself(tmp_path: Path) ->
     assert fmt.load(tmp_path).ids == ("a1", "b2")
 
 
+def test_a_folder_with_env_py_and_versions_is_the_script_location(tmp_path: Path) -> None:
+    """Whatever an ini's script_location says: the ini inside the folder is read for its
+    other options; one in the parent folder only when it names this folder."""
+    project = tmp_path / "app" / "migrations"
+    shutil.copytree(ATTRS, project)
+    (project / "alembic.ini").write_text(
+        "[alembic]\nscript_location = somewhere/else/entirely\nversion_table = from_ini\n"
+    )
+    cfg = config(project, None)
+    assert cfg.config_file_name == str(project / "alembic.ini")
+    assert cfg.get_main_option("script_location") == str(project)
+    assert cfg.get_main_option("version_table") == "from_ini"
+    (project / "alembic.ini").unlink()
+    # a parent ini naming another project's folder is not this one's
+    (tmp_path / "app" / "alembic.ini").write_text("[alembic]\nscript_location = other\n")
+    assert config(project, None).config_file_name is None
+    (tmp_path / "app" / "alembic.ini").write_text("[alembic]\nscript_location = migrations\n")
+    assert config(project, None).config_file_name == str(tmp_path / "app" / "alembic.ini")
+
+
 def test_an_env_py_calling_file_config_leaves_the_hosts_logging_alone() -> None:
     host = logging.getLogger("queueguard.test.host")
     root = logging.getLogger()
@@ -259,9 +279,13 @@ def test_run_plain_one_revision_at_a_time(empty_db: str) -> None:
         assert all(s.error is None for s in recorder.seen)
 
     first, second, third = (recorders[i] for i in PLAIN_IDS)
-    assert any(
-        s.bookkeeping and s.sql.startswith("CREATE TABLE alembic_version") for s in first.seen
-    )
+    # the hooks see what each revision sends: Alembic's version-row write is among it, its
+    # creation of the version table (before the first revision) and the driver's own
+    # queries on connecting are not
+    assert [s.sql for s in first.seen if s.bookkeeping] == [
+        "INSERT INTO alembic_version (version_num) VALUES ('1a0c5e7f2b01') RETURNING "
+        "alembic_version.version_num"
+    ]
     assert first.revision_sql()[0].startswith("CREATE TABLE item")
     # the Python data migration: its SELECT and one UPDATE per row, in the revision's transaction
     assert second.revision_sql() == [
@@ -275,7 +299,8 @@ def test_run_plain_one_revision_at_a_time(empty_db: str) -> None:
     assert ("item", "RowExclusiveLock") in second.update_locks
     assert ("item", "AccessExclusiveLock") in second.update_locks  # the ADD COLUMN's, still held
     # CREATE INDEX CONCURRENTLY ran in Alembic's autocommit block: outside any transaction
-    (index,) = [s for s in third.seen if not s.bookkeeping]
+    # (SQLAlchemy reads the isolation level on entering it: `show transaction isolation level`)
+    (index,) = [s for s in third.seen if not s.bookkeeping and not s.sql.startswith("show ")]
     assert index.sql == "CREATE INDEX CONCURRENTLY ix_item_label ON item (label)"
     assert index.autocommit and index.after_status == TransactionStatus.IDLE
     (version,) = [s for s in third.seen if s.sql.startswith("UPDATE alembic_version")]
@@ -320,12 +345,37 @@ def test_a_failing_statement_reaches_after_with_its_error(tmp_path: Path, empty_
     fmt.run(root, empty_db, "a1")
     fmt.run(root, empty_db, "b2")
     recorder = Recorder("schema_rev")
-    with pytest.raises(MigrationError, match=r"revision c3 .* division by zero"):
+    with pytest.raises(
+        MigrationError,
+        match=r"^revision c3 failed \(division by zero\); its transaction rolled back\n"
+        r"  SELECT 1/0$",
+    ):
         fmt.run(root, empty_db, "c3", before=recorder.before, after=recorder.after)
     failed = recorder.seen[-1]
     assert failed.sql == "SELECT 1/0"
     assert isinstance(failed.error, psycopg.errors.DivisionByZero)
     assert fmt.current(empty_db, "schema_rev") == "b2"  # its transaction rolled back
+
+
+def test_a_failure_after_an_autocommit_block_says_what_stays(tmp_path: Path, empty_db: str) -> None:
+    body = (
+        "with op.get_context().autocommit_block():\n"
+        '        op.execute("CREATE INDEX CONCURRENTLY account_email ON account (email)")\n'
+        '    op.execute("ALTER TABLE account ADD COLUMN n int CHECK (n > 0)")\n'
+        "    op.execute(\"INSERT INTO account (email, n) VALUES ('x', 0)\")"
+    )
+    root = _with_revision(tmp_path, "c3", _revision("c3", "b2", body))
+    fmt.run(root, empty_db, "a1")
+    fmt.run(root, empty_db, "b2")
+    with pytest.raises(MigrationError) as failed:
+        fmt.run(root, empty_db, "c3")
+    message = str(failed.value)
+    assert message.startswith('revision c3 failed (new row for relation "account" violates')
+    assert "it ran statements in autocommit_block(): those, and what it ran before" in message
+    assert message.endswith("\n  INSERT INTO account (email, n) VALUES ('x', 0)")
+    assert fmt.current(empty_db, "schema_rev") == "b2"
+    with psycopg.connect(empty_db) as conn:  # the block's index stayed, the column did not
+        assert conn.execute("SELECT to_regclass('account_email') IS NOT NULL").fetchone() == (True,)
 
 
 def test_version_table_of_an_env_py_that_cannot_run_offline(tmp_path: Path, empty_db: str) -> None:
@@ -370,7 +420,7 @@ def test_an_env_py_whose_offline_table_differs_is_caught(tmp_path: Path, empty_d
     assert offline in text
     env.write_text(text.replace(offline, "        literal_binds=True,\n"))
     assert fmt.load(root).bookkeeping == frozenset({"alembic_version"})
-    with pytest.raises(MigrationError, match="version table alembic_version says None"):
+    with pytest.raises(MigrationError, match="configures version table schema_rev online but"):
         fmt.run(root, empty_db, "a1")
 
 

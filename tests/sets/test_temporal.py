@@ -503,3 +503,12 @@ def test_the_set_applies_and_records_in_one_transaction(conn: psycopg.Connection
         "vet_visits",
     }
     assert ("walked_minutes", "bigint", "NO") in columns(conn, "dogs")
+
+
+def test_a_version_row_kept_under_other_names_is_said_with_the_statement_to_adopt() -> None:
+    two = temporal.keyed_elsewhere("staging", [("prod", "1.12"), ("o'ld", None)])
+    assert two.startswith(
+        "no version row for database staging; schema_version has 2 rows for prod at 1.12, "
+        "o'ld at no version (restored under another name?)"
+    )
+    assert temporal.take_over_statement("o'ld").endswith("AND db_name = 'o''ld';")

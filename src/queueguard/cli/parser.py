@@ -219,6 +219,13 @@ def build_parser() -> argparse.ArgumentParser:
     _add_migrations(p, formats=True)
     p.add_argument("--fresh", metavar="FILE", help="another format's set: its fresh-install SQL")
     p.add_argument(
+        "--base",
+        metavar="FILE",
+        help="another format's set: the schema its first revision starts from (a psql script, "
+        "e.g. what the application's create_all() makes, or a pg_dump -Fc .dump), loaded "
+        "before the chain",
+    )
+    p.add_argument(
         "--invariants",
         metavar="FILE",
         help="another format's set: `-- name: NAME` read-only queries, same rows before and "

@@ -18,11 +18,11 @@ if TYPE_CHECKING:
 
 # upgrade -----------------------------------------------------------------------------
 def cmd_upgrade(args: argparse.Namespace) -> int:
+    if _is_foreign(args):
+        return _upgrade_foreign(args)
     from queueguard.pg.targets import parse_duration_ms
     from queueguard.upgrade import runner
 
-    if _is_foreign(args):
-        return _upgrade_foreign(args)
     migrations = _migrations(args)
     if args.sql:
         print(runner.render_sql(args.to, migrations=migrations))
@@ -70,8 +70,6 @@ def _upgrade_foreign(args: argparse.Namespace) -> int:
     from queueguard.pg.targets import parse_duration_ms
     from queueguard.upgrade.foreign.runner import upgrade
     from queueguard.upgrade.foreign.session import Limits
-    from queueguard.upgrade.plan.planner import plan
-    from queueguard.upgrade.plan.report import render_over
 
     if args.sql:
         raise UsageError("--sql applies to queueguard's own migration set only")
@@ -93,7 +91,10 @@ def _upgrade_foreign(args: argparse.Namespace) -> int:
         from queueguard.cli import online_set_commands
 
         return online_set_commands.upgrade_online(args, mset, dsn, limits)
-    if args.max_lock:
+    if args.max_lock:  # plan (and PostgreSQL's parser) only when asked for
+        from queueguard.upgrade.plan.planner import plan
+        from queueguard.upgrade.plan.report import render_over
+
         bill = plan(
             mset,
             dsn,

@@ -29,8 +29,8 @@ def cmd_verify(args: argparse.Namespace) -> int:
     output = _output(args)
     if _is_foreign(args):
         return _verify_foreign(args, output)
-    if args.fresh or args.invariants:
-        raise UsageError("--fresh and --invariants apply to another format's migration set")
+    if args.fresh or args.invariants or args.base:
+        raise UsageError("--fresh, --base and --invariants apply to another format's migration set")
     admin = args.dsn or scratch.server_dsn()
 
     def progress(line: str) -> None:
@@ -61,6 +61,7 @@ def _verify_foreign(args: argparse.Namespace, output: str) -> int:
         mset,
         args.dsn or scratch.server_dsn(),
         fresh=Path(args.fresh) if args.fresh else None,
+        base=Path(args.base) if args.base else None,
         fixtures=Path(args.fixtures) if args.fixtures else None,
         invariants=Path(args.invariants) if args.invariants else None,
         progress=None

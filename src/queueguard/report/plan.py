@@ -143,7 +143,7 @@ def _revision(revision: dict[str, Any], online: dict[tuple[str, str], str]) -> l
     out = [md.heading(4, f"Revision {md.code(revision['id'])}"), ""]
     statements = revision["statements"]
     if not statements:
-        return [*out, "No statements.", ""]
+        return [*out, "No statement on PostgreSQL.", ""]
     rows = [_row(s, online.get((revision["id"], s["sql"]))) for s in statements]
     out += md.table(HEADER, rows, ALIGN)
     for s in statements:

@@ -15,7 +15,9 @@ This module is the adapter (`detect`, `load`, `current`, `run`, `render`); its p
 beside it: `alembic_config` (the script directory, alembic.ini and Alembic's Config),
 `alembic_dsn` (a DSN as a SQLAlchemy URL and connection), `alembic_env` (one env.py at a
 time in this process), `alembic_version_table` (which table, and which statements are
-bookkeeping on it) and `alembic_hooks` (every statement a running revision sends).
+bookkeeping on it), `alembic_run` (one env.py run to a target, a hook per revision),
+`alembic_tap` (every statement a running revision sends, at the driver) and `alembic_hooks`
+(before/after hooks, and the refusal of another database).
 """
 
 from __future__ import annotations
@@ -24,14 +26,12 @@ import hashlib
 import io
 from pathlib import Path
 
-import sqlalchemy as sa
 from alembic import command
 from alembic.runtime.migration import MigrationContext
 from alembic.script import Script, ScriptDirectory
 from alembic.util import CommandError
 
-from queueguard.errors import MigrationError, UsageError
-from queueguard.pg.connect import reason as driver_reason
+from queueguard.errors import UsageError
 from queueguard.pg.dsn import redact
 from queueguard.sets.alembic_config import (
     INI,
@@ -40,9 +40,11 @@ from queueguard.sets.alembic_config import (
     _script_directory,
     config,
 )
-from queueguard.sets.alembic_dsn import READ_ONLY, _connected, with_options
-from queueguard.sets.alembic_env import _alembic_running, _pgoptions
-from queueguard.sets.alembic_hooks import After, Before, _Hooks
+from queueguard.sets.alembic_dsn import READ_ONLY, _connected
+from queueguard.sets.alembic_env import _alembic_running
+from queueguard.sets.alembic_hooks import After, Before, around_of
+from queueguard.sets.alembic_run import Hooks, Outcome
+from queueguard.sets.alembic_run import upgrade as upgrade_to
 from queueguard.sets.alembic_version_table import (
     DEFAULT_VERSION_TABLE,
     VersionTable,
@@ -51,7 +53,18 @@ from queueguard.sets.alembic_version_table import (
 )
 from queueguard.sets.model import MigrationSet, Revision
 
-__all__ = ["DEFAULT_VERSION_TABLE", "FORMAT", "current", "detect", "load", "render", "run"]
+__all__ = [
+    "DEFAULT_VERSION_TABLE",
+    "FORMAT",
+    "Hooks",
+    "Outcome",
+    "current",
+    "detect",
+    "load",
+    "render",
+    "run",
+    "upgrade_to",
+]
 
 FORMAT = "alembic"
 
@@ -157,47 +170,25 @@ def run(
     before: Before | None = None,
     after: After | None = None,
     options: str | None = None,
-) -> None:
-    """Apply exactly one revision (the database must be at its down revision) with
-    `command.upgrade` through the project's env.py, calling `before(dbapi_connection, sql)`
-    and `after(dbapi_connection, sql, seconds, error)` around every statement sent, Alembic's
+    mset: MigrationSet | None = None,
+) -> Outcome:
+    """Apply exactly one revision (the database must be at its down revision) through the
+    project's env.py, calling `before(dbapi_connection, sql)` and `after(dbapi_connection,
+    sql, seconds, error)` around every statement sent (caught at the driver), Alembic's
     own included (tell them apart with `is_bookkeeping(sql, table)`). The connection given
-    to the hooks is psycopg's: a hook may query on it, in the statement's transaction (after
-    a failed statement that transaction is aborted). `options` (libpq's, e.g.
-    `-c lock_timeout=5000`) is carried by every connection: in sqlalchemy.url for an env.py
-    that builds its own engine, and on the connection in `config.attributes["connection"]`
-    for one that takes the caller's."""
-    migrations = load(root)
+    to the hooks is psycopg's: a hook may query on it, in the statement's transaction
+    (after a failed statement that transaction is aborted). `options`: see
+    `alembic_run.upgrade`, which runs any number of revisions in one env.py run."""
+    migrations = mset or load(root)
     revision = migrations.get(revision_id)
-    table = next(iter(migrations.bookkeeping))
-    at = current(dsn, table)
+    at = current(dsn, migrations.version_table or DEFAULT_VERSION_TABLE)
     if at != revision.down:
         raise UsageError(
             f"{revision.id} applies after {revision.down or 'an empty database'}, "
             f"but the database is at {at or 'no revision'}"
         )
-    hooks = _Hooks(before, after, dsn)
-    with _connected(dsn, options) as connection:
-        cfg = config(root, with_options(dsn, options), connection=connection)
-        try:
-            with _alembic_running(), hooks.listening(), _pgoptions(options):
-                command.upgrade(cfg, revision.id)
-            connection.commit()  # the shared connection's transaction, if env.py left one
-        except CommandError as exc:
-            raise UsageError(f"{root}: {exc}") from None
-        except sa.exc.DBAPIError as exc:
-            raise MigrationError(
-                f"revision {revision.id} of {root} failed: {driver_reason(exc.orig or exc)}"
-                " (statements run in an autocommit block stay applied)"
-            ) from exc
-    # The table was learnt from env.py's offline branch; one that configures another table
-    # online would leave `current` (and every later run) reading the wrong one.
-    after_run = current(dsn, table)
-    if after_run != revision.id:
-        raise MigrationError(
-            f"{root}: {revision.id} ran, but version table {table} says {after_run}: does "
-            "env.py configure another version_table online than offline?"
-        )
+    hooks = Hooks(around=around_of(before, after) if before or after else None)
+    return upgrade_to(migrations, dsn, revision.id, hooks=hooks, options=options)
 
 
 def render(root: Path, revision_id: str) -> str | None:

@@ -26,9 +26,11 @@ def _is_script_dir(path: Path) -> bool:
 
 
 def _ini_script_location(ini: Path) -> Path | None:
-    """The script directory an alembic.ini names, resolved against the ini's folder (Alembic
-    itself resolves a relative one against the working directory, which is only right when
-    run from the project root, where `alembic` is normally run); None if it names none."""
+    """The script directory an alembic.ini names (None if it names none that exists):
+    `package:folder` inside an installed package, an absolute path or `%(here)s/…`, else a
+    relative path taken against the ini's folder first and then, as Alembic itself takes
+    it, the working directory (only right when run from the project root, where `alembic`
+    is normally run)."""
     try:
         location = Config(file_=str(ini)).get_main_option("script_location")
     except Exception:  # a broken ini is "not an Alembic project", not a crash in detect
@@ -42,12 +44,33 @@ def _ini_script_location(ini: Path) -> Path | None:
         except Exception:
             return None
     path = Path(location)
-    return path if path.is_absolute() else ini.parent / path
+    if path.is_absolute():
+        return path
+    candidates = [ini.parent / path, Path.cwd() / path]
+    return next((c for c in candidates if _is_script_dir(c)), candidates[0])
+
+
+def _names(ini: Path, folder: Path) -> bool:
+    """Whether `ini`'s script_location is `folder` (so the ini is that project's)."""
+    location = _ini_script_location(ini)
+    return location is not None and location.resolve() == folder
 
 
 def _locate(root: Path) -> tuple[Path, Path | None]:
-    """(script directory, alembic.ini or None) of a project folder."""
+    """(script directory, alembic.ini or None) of a project folder.
+
+    A folder holding env.py and versions/ *is* the script directory, whatever an ini's
+    script_location says: an application installed as a package ships its alembic.ini
+    inside that folder with a script_location relative to wherever it was built (it sets
+    the real one in code), so the ini is read for its other options only. Its ini is the
+    one inside it, else the one in its parent folder (`alembic init`'s layout) when that
+    ini names it; none at all works too."""
     root = root.resolve()
+    if _is_script_dir(root):
+        inside, parent = root / INI, root.parent / INI
+        if inside.is_file():
+            return root, inside
+        return root, parent if parent.is_file() and _names(parent, root) else None
     ini = root / INI
     if ini.is_file():
         location = _ini_script_location(ini)
@@ -56,10 +79,7 @@ def _locate(root: Path) -> tuple[Path, Path | None]:
         if not _is_script_dir(location):
             raise UsageError(f"{ini}: script_location {location} is not an Alembic folder")
         return location.resolve(), ini
-    if not _is_script_dir(root):
-        raise UsageError(f"{root} is not an Alembic project (no env.py and versions/)")
-    parent_ini = root.parent / INI
-    return root, parent_ini if parent_ini.is_file() else None
+    raise UsageError(f"{root} is not an Alembic project (no env.py and versions/)")
 
 
 def ini_value(url: sa.URL) -> str:

@@ -1,18 +1,13 @@
-"""The statement hooks of a running revision: every statement it sends, through SQLAlchemy's
-cursor events, to the caller's before/after, and refused on any other database than the one
-queueguard gave env.py (`sets.alembic.run`)."""
+"""The statement hooks of a running revision: the caller's before/after around every
+statement it sends (caught at the driver, `sets.alembic_tap`), and the refusal of any other
+database than the one queueguard gave env.py (`sets.alembic.run`)."""
 
 from __future__ import annotations
 
 import os
-import threading
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from typing import Any
-
-import sqlalchemy as sa
-from sqlalchemy import event
 
 from queueguard.errors import UsageError
 from queueguard.pg.dsn import params
@@ -21,65 +16,30 @@ from queueguard.pg.dsn import params
 Before = Callable[[Any, str], None]
 #: after(dbapi_connection, sql_text, seconds, error or None)
 After = Callable[[Any, str, float, BaseException | None], None]
+#: around(dbapi_connection, sql_text, execute): runs the statement by calling execute()
+Around = Callable[[Any, str, Callable[[], Any]], Any]
 
 
-class _Hooks:
-    """SQLAlchemy cursor events on the Engine class (so an engine env.py builds itself is
-    hooked too) → the caller's before/after, for the thread that runs the revision only."""
+def around_of(before: Before | None, after: After | None) -> Around:
+    """An `alembic_tap.Around` calling `before(connection, sql)` and, once the statement
+    returned or failed, `after(connection, sql, seconds, error)` (its own time: the hooks'
+    is not counted)."""
 
-    def __init__(self, before: Before | None, after: After | None, dsn: str) -> None:
-        self.before, self.after = before, after
-        self.thread = threading.get_ident()
-        self.started: dict[int, float] = {}
-        self.dsn = dsn
-
-    def _mine(self) -> bool:
-        return threading.get_ident() == self.thread
-
-    def on_before(
-        self, conn: sa.Connection, _cursor: Any, statement: str, _p: Any, context: Any, _m: bool
-    ) -> None:
-        if not self._mine():
-            return
-        refuse_elsewhere(conn.connection.dbapi_connection, self.dsn)
-        if self.before is not None:
-            self.before(conn.connection.dbapi_connection, statement)
-        self.started[id(context)] = time.perf_counter()  # after the hook: its own time is not
-
-    def on_after(
-        self, conn: sa.Connection, _cursor: Any, statement: str, _p: Any, context: Any, _m: bool
-    ) -> None:
-        if not self._mine():
-            return
-        seconds = time.perf_counter() - self.started.pop(id(context), time.perf_counter())
-        if self.after is not None:
-            self.after(conn.connection.dbapi_connection, statement, seconds, None)
-
-    def on_error(self, failure: sa.engine.ExceptionContext) -> None:
-        if not self._mine() or failure.execution_context is None:
-            return  # an error before any statement was sent (connecting): no before either
-        started = self.started.pop(id(failure.execution_context), None)
-        if started is None or self.after is None or failure.connection is None:
-            return
-        seconds = time.perf_counter() - started
-        error = failure.original_exception
-        raw = failure.connection.connection.dbapi_connection
-        self.after(raw, failure.statement or "", seconds, error)
-
-    @contextmanager
-    def listening(self) -> Iterator[None]:
-        listeners: list[tuple[str, Callable[..., None]]] = [
-            ("before_cursor_execute", self.on_before),
-            ("after_cursor_execute", self.on_after),
-            ("handle_error", self.on_error),
-        ]
-        for name, fn in listeners:
-            event.listen(sa.Engine, name, fn)
+    def around(conn: Any, sql: str, execute: Callable[[], Any]) -> Any:
+        if before is not None:
+            before(conn, sql)
+        started = time.perf_counter()
         try:
-            yield
-        finally:
-            for name, fn in listeners:
-                event.remove(sa.Engine, name, fn)
+            result = execute()
+        except BaseException as exc:
+            if after is not None:
+                after(conn, sql, time.perf_counter() - started, exc)
+            raise
+        if after is not None:
+            after(conn, sql, time.perf_counter() - started, None)
+        return result
+
+    return around
 
 
 def _where(dsn: str) -> tuple[str, str, str]:

@@ -31,7 +31,7 @@ from typing import Any
 
 import psycopg
 
-from queueguard.errors import UsageError
+from queueguard.errors import UsageError, VersionKeyedElsewhere
 from queueguard.pg.sqlfiles import queries
 from queueguard.sets.model import MigrationSet, Revision
 from queueguard.sets.split import split
@@ -323,12 +323,54 @@ def load(root: Path) -> MigrationSet:
 def current(conn: Conn) -> str | None:
     """The database's Temporal version (ReadSchemaVersion), None without the table or row.
     Only SELECTs: a missing table is looked up, not provoked, so the caller's transaction
-    stays usable."""
+    stays usable. A table with no row for this database but rows for other names (a
+    database restored under another name) is refused: read as empty, the upgrade would
+    find every object of the first version there."""
     exists = conn.execute(Q["version_table_exists"]).fetchone()
     if not exists or not exists[0]:
         return None
     row = conn.execute(Q["read_version"]).fetchone()
+    if row is None:
+        others = [(str(r[0]), r[1]) for r in conn.execute(Q["other_versions"]).fetchall()]
+        if others:
+            database = conn.execute("SELECT current_database()").fetchone()
+            raise VersionKeyedElsewhere(
+                keyed_elsewhere(str(database[0] if database else ""), others)
+            )
     return None if row is None or row[0] is None else str(row[0])
+
+
+def take_over_statement(db_name: str) -> str:
+    """The statement that makes `db_name`'s version row this database's (pure)."""
+    return (
+        "UPDATE schema_version SET db_name = current_database() WHERE version_partition = 0 "
+        f"AND db_name = '{db_name.replace(chr(39), chr(39) * 2)}';"
+    )
+
+
+def keyed_elsewhere(database: str, others: list[tuple[str, str | None]]) -> str:
+    """What a restored database's version rows say, and the statement that adopts one (pure)."""
+    rows = ", ".join(f"{name} at {version or 'no version'}" for name, version in others)
+    what = "one" if len(others) == 1 else f"{len(others)} rows"
+    adopt = (
+        f"adopt it: {take_over_statement(others[0][0])}"
+        if len(others) == 1
+        else f"adopt the one it was restored from: {take_over_statement('NAME')}"
+    )
+    return (
+        f"no version row for database {database}; schema_version has {what} for {rows} "
+        f"(restored under another name?); nothing was changed. To {adopt}"
+    )
+
+
+def take_over_version(conn: Conn, db_name: str) -> int:
+    """Make `db_name`'s version row this database's (a copy restored under another name,
+    as the tool would read it there); the number of rows moved (0 without the table)."""
+    exists = conn.execute(Q["version_table_exists"]).fetchone()
+    if not exists or not exists[0]:
+        return 0
+    cursor = conn.execute(Q["take_over_version"], {"db_name": db_name})
+    return cursor.rowcount if cursor.rowcount is not None else 0
 
 
 def setup_statements() -> list[tuple[str, dict[str, Any]]]:
@@ -393,11 +435,3 @@ def record(conn: Conn, revision: Revision, previous: str) -> None:
     """Write one update-schema step's bookkeeping, nothing else."""
     for sql, params in record_statements(revision, previous):
         conn.execute(sql, params)
-
-
-def take_over_version(conn: Conn, source_db: str) -> None:
-    """A copy made under another name (a scratch copy, a restore) takes over the version row
-    of the database it was copied from, as Temporal's tool would read it there."""
-    if conn.execute(Q["version_table_exists"]).fetchone() in (None, (False,), (None,)):
-        return
-    conn.execute(Q["take_over_version"], {"source": source_db})

@@ -35,6 +35,18 @@ SELECT to_regclass('schema_version') IS NOT NULL;
 SELECT curr_version FROM schema_version
 WHERE version_partition = 0 AND db_name = current_database();
 
+-- name: other_versions
+-- The rows of other databases' names: a database restored under another name keeps its
+-- original's row, keyed on the name it was made under.
+SELECT db_name, curr_version FROM schema_version
+WHERE version_partition = 0 AND db_name <> current_database()
+ORDER BY db_name;
+
+-- name: take_over_version
+-- A copy restored under another name takes over its original's version row.
+UPDATE schema_version SET db_name = current_database()
+WHERE version_partition = 0 AND db_name = %(db_name)s;
+
 -- name: write_version
 -- The tool's upsert (UpdateSchemaVersion): creation_time is rewritten on every step.
 INSERT INTO schema_version(version_partition, db_name, creation_time, curr_version,
@@ -61,8 +73,3 @@ INSERT INTO schema_update_history(version_partition, year, month, update_time, o
 SELECT 0, extract(year FROM at)::int, extract(month FROM at)::int, at,
        %(old_version)s, %(new_version)s, %(manifest_md5)s, %(description)s
 FROM stamp;
-
--- name: take_over_version
--- A copy of a database under another name takes over the source's version row: Temporal
--- keys it on the database's name (`db_name`), and reads it there under the copy's.
-UPDATE schema_version SET db_name = current_database() WHERE db_name = %(source)s;

@@ -1,70 +1,108 @@
-"""`upgrade` of an Alembic project: through its own env.py, one `command.upgrade` per
-revision, with lock_timeout and statement_timeout in the connection's options and the
-runner's retry ladder; the runner lock is held by a session of its own for the whole
-upgrade."""
+"""`upgrade` of an Alembic project: through its own env.py, run once from where the database
+is to the target as `alembic upgrade` runs it (`sets.alembic_run`: one transaction per
+revision unless env.py says otherwise), with lock_timeout and statement_timeout in the
+connections' options. A lock timeout rolls back the revision that hit it; the run is started
+again from there with a longer timeout (the runner's ladder: retries per revision). The
+runner lock is held by a session of its own for the whole upgrade."""
 
 from __future__ import annotations
 
 import random
 import time
+from collections.abc import Callable
 
 import psycopg
 
 from queueguard.errors import LockTimeout, MigrationError
 from queueguard.pg.connect import connect
-from queueguard.sets import MigrationSet, Revision
+from queueguard.sets import MigrationSet
 from queueguard.sets import alembic as alembic_format
 from queueguard.upgrade import topology
-from queueguard.upgrade.foreign.report import SetUpgradeReport
+from queueguard.upgrade.foreign.report import SetUpgradeReport, Step
 from queueguard.upgrade.foreign.session import APPLICATION_NAME, Limits, runner_lock, stopped
 from queueguard.upgrade.runner import RETRY_GROWTH, RETRY_SLEEP_S
 
 
-def upgrade(mset: MigrationSet, dsn: str, target: str | None, limits: Limits) -> SetUpgradeReport:
+def upgrade(
+    mset: MigrationSet,
+    dsn: str,
+    target: str | None,
+    limits: Limits,
+    on_step: Callable[[Step], None] | None = None,
+) -> SetUpgradeReport:
     started = time.monotonic()
     table = mset.version_table or alembic_format.DEFAULT_VERSION_TABLE
     lock = connect(dsn, application_name=APPLICATION_NAME, autocommit=True)
-    revision: str | None = None
     try:
         with lock.cursor() as cursor:
             topology.refuse_standby(cursor, "upgrade")
         runner_lock(lock, "runner_session_lock_try", limits)
         before = alembic_format.current(dsn, table)
         report = SetUpgradeReport(mset.format, target, before)
-        for rev in mset.pending(before, target):
-            revision = rev.id
-            _alembic_revision(mset, dsn, rev, limits, report)
-            report.applied.append(rev.id)
-        revision = None
-        report.after = alembic_format.current(dsn, table)
+        report.after = before
+        if target is not None and mset.pending(before, target):
+            _run(mset, dsn, target, limits, report, on_step)
+            # where the run left the database, as the driver saw it commit (no second read)
+            report.after = report.applied[-1] if report.applied else before
         report.elapsed_ms = int((time.monotonic() - started) * 1000)
         return report
     except psycopg.Error as exc:
-        raise stopped(dsn, revision, exc) from exc
+        raise stopped(dsn, None, exc) from exc
     finally:
         lock.close()
 
 
-def _alembic_revision(
-    mset: MigrationSet, dsn: str, rev: Revision, limits: Limits, report: SetUpgradeReport
+def _run(
+    mset: MigrationSet,
+    dsn: str,
+    target: str,
+    limits: Limits,
+    report: SetUpgradeReport,
+    on_step: Callable[[Step], None] | None,
 ) -> None:
-    timeout = limits.lock_timeout_ms
-    for attempt in range(limits.retries + 1):
+    """env.py's run to `target`, started again after a lock timeout from where it stopped."""
+    timeout, attempts, failing = limits.lock_timeout_ms, 0, None
+    while True:
         options = f"-c lock_timeout={timeout} -c statement_timeout={limits.statement_timeout_ms}"
+        outcome = alembic_format.Outcome()
         try:
-            alembic_format.run(mset.root, dsn, rev.id, options=options)
+            alembic_format.upgrade_to(mset, dsn, target, options=options, outcome=outcome)
+            _record(outcome, report, on_step)
             return
         except MigrationError as exc:
+            _record(outcome, report, on_step)
             if not isinstance(_root_cause(exc), psycopg.errors.LockNotAvailable):
                 raise
+            if outcome.running != failing:  # another revision: its own ladder
+                timeout, attempts, failing = limits.lock_timeout_ms, 0, outcome.running
             report.lock_waits += 1
-            if attempt == limits.retries:
+            if attempts == limits.retries:
                 raise LockTimeout(
-                    f"revision {rev.id}: could not get its locks after {limits.retries + 1} "
+                    f"revision {failing}: could not get its locks after {limits.retries + 1} "
                     f"attempts (last lock_timeout {timeout} ms); its transaction rolled back"
                 ) from None
-            time.sleep(random.uniform(*RETRY_SLEEP_S) * (attempt + 1))
+            attempts += 1
+            time.sleep(random.uniform(*RETRY_SLEEP_S) * attempts)
             timeout = int(timeout * RETRY_GROWTH)
+
+
+def _record(
+    outcome: alembic_format.Outcome,
+    report: SetUpgradeReport,
+    on_step: Callable[[Step], None] | None,
+) -> None:
+    """The revisions a run committed, and each statement they sent as a step."""
+    committed = outcome.committed
+    report.applied += committed
+    if on_step is None:
+        return
+    for revision in committed:
+        for index, sent in enumerate(outcome.of(revision)):
+            seconds = sent.seconds
+            held = sent.held_s if sent.held_s is not None else seconds
+            on_step(
+                Step(revision, index, sent.sql, not sent.autocommit, seconds, held, sent.started)
+            )
 
 
 def _root_cause(exc: BaseException) -> BaseException:

@@ -157,7 +157,8 @@ def render_text(report: SetVerifyReport) -> str:
     ]
     for rev in report.revisions:
         title = f" ({rev.title})" if rev.title else ""
-        lines.append(f"revision {rev.id}{title}: {len(rev.statements)} statement(s)")
+        count = f"{len(rev.statements)} statement(s)" if rev.statements or rev.error else None
+        lines.append(f"revision {rev.id}{title}: {count or 'no statement on PostgreSQL'}")
         for statement in rev.statements:
             lines.extend(_statement_lines(statement))
         if rev.error:

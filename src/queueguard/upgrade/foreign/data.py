@@ -5,6 +5,7 @@ says it is, and run read-only invariant queries on it.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import psycopg
@@ -12,7 +13,7 @@ import psycopg
 from queueguard.pg import tools
 from queueguard.pg.connect import connection
 from queueguard.pg.sqlfiles import queries
-from queueguard.sets import MigrationSet
+from queueguard.sets import MigrationSet, temporal
 from queueguard.upgrade.foreign.checks import FixtureFile
 from queueguard.upgrade.plan.apply import first_line
 from queueguard.upgrade.plan.planner import current_revision
@@ -31,16 +32,21 @@ def _tool_error(output: bytes) -> str:
     return (errors or lines or ["no output"])[0].strip()
 
 
-def load_fixture(fixture: FixtureFile, dsn: str) -> None:
-    """Load a `.sql` script with psql (stopping at its first error) or a `pg_dump -Fc`
-    archive with pg_restore (without its owners) into the empty database at `dsn`."""
-    if fixture.kind == "sql":
-        done = tools.run("psql", dsn, ["-v", "ON_ERROR_STOP=1", "-q", "-f", str(fixture.path)])
+def load_file(path: Path, dsn: str) -> None:
+    """Load a psql script (stopping at its first error) or, for a `.dump`, a `pg_dump -Fc`
+    archive with pg_restore (without its owners) into the database at `dsn`."""
+    if path.suffix != ".dump":
+        done = tools.run("psql", dsn, ["-v", "ON_ERROR_STOP=1", "-q", "-f", str(path)])
     else:
-        done = tools.run("pg_restore", dsn, ["--no-owner", "--exit-on-error", str(fixture.path)])
+        done = tools.run("pg_restore", dsn, ["--no-owner", "--exit-on-error", str(path)])
     if done.returncode != 0:
-        program = "psql" if fixture.kind == "sql" else "pg_restore"
-        raise LoadFailed(f"{program} failed on {fixture.path.name}: {_tool_error(done.stderr)}")
+        program = "psql" if path.suffix != ".dump" else "pg_restore"
+        raise LoadFailed(f"{program} failed on {path.name}: {_tool_error(done.stderr)}")
+
+
+def load_fixture(fixture: FixtureFile, dsn: str) -> None:
+    """Load a fixture (`.sql` with psql, `.dump` with pg_restore) into the empty database."""
+    load_file(fixture.path, dsn)
 
 
 def adopt(mset: MigrationSet, dsn: str) -> str | None:
@@ -57,7 +63,7 @@ def adopt(mset: MigrationSet, dsn: str) -> str | None:
         names = [r[0] for r in conn.execute(Q["temporal_db_names"]).fetchall()]
         if len(names) != 1 or names[0] == conn.info.dbname:
             return None
-        conn.execute(Q["temporal_adopt"])
+        temporal.take_over_version(conn, names[0])
         conn.commit()
     return f"schema_version was kept for database {names[0]!r}: read as this copy's"
 

@@ -4,7 +4,9 @@ statement's real duration and lock hold reported next to `plan`'s estimate for i
 is made on the source itself, read only, with its own scratch sample).
 
 The source is never written: the copy is a TEMPLATE clone or a pg_dump restore
-(`upgrade.rehearse.copy_database`), dropped at the end.
+(`upgrade.rehearse.copy_database`), dropped at the end. An Alembic revision's statements are
+those the runner saw at the driver (`sets.alembic_run`), less the queries `plan` found
+locking nothing of the user's (SQLAlchemy's and Alembic's introspection).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from queueguard.upgrade.foreign.session import Limits
 from queueguard.upgrade.foreign.verify import invariant_check
 from queueguard.upgrade.plan import bill
 from queueguard.upgrade.plan.planner import plan
+from queueguard.upgrade.plan.python_revision import is_introspection
 from queueguard.upgrade.rehearse import copy_database
 
 
@@ -121,6 +124,8 @@ def rehearse(
     for step in sorted(steps, key=lambda s: (mset.ids.index(s.revision), s.index)):
         planned = estimates.get((step.revision, step.sql), [])
         line = planned.pop(0) if planned else None
+        if line is None and is_introspection(step.sql):
+            continue  # a query plan saw lock nothing of the user's: the driver's, Alembic's
         result.statements.append(
             Rehearsed(
                 revision=step.revision,

@@ -28,7 +28,7 @@ from __future__ import annotations
 import random
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import psycopg
 
@@ -37,9 +37,6 @@ from queueguard.pg.connect import connect, connection_lost
 from queueguard.sets import MigrationSet, Revision, sqldir, temporal
 from queueguard.upgrade import topology
 from queueguard.upgrade.foreign import alembic_runner, half_applied, outside, progress
-from queueguard.upgrade.foreign.online import apply as online_apply
-from queueguard.upgrade.foreign.online.apply import OnlinePlan
-from queueguard.upgrade.foreign.online.choose import Form
 from queueguard.upgrade.foreign.report import SetUpgradeReport, Step
 from queueguard.upgrade.foreign.session import (
     APPLICATION_NAME,
@@ -52,6 +49,10 @@ from queueguard.upgrade.foreign.session import (
 )
 from queueguard.upgrade.plan.apply import code_of, first_line, is_transaction_control
 from queueguard.upgrade.runner import RETRY_GROWTH, RETRY_SLEEP_S
+
+if TYPE_CHECKING:  # the online path (and pglast, its parser) is imported only when used
+    from queueguard.upgrade.foreign.online.apply import OnlinePlan
+    from queueguard.upgrade.foreign.online.choose import Form
 
 
 def current(mset: MigrationSet, conn: psycopg.Connection[Any]) -> str | None:
@@ -82,7 +83,7 @@ def upgrade(
         raise UsageError(f"--retries takes a number of retries >= 0, got {limits.retries}")
     target = mset.resolve(to)
     if mset.format in ("alembic",):
-        return alembic_runner.upgrade(mset, dsn, target, limits)
+        return alembic_runner.upgrade(mset, dsn, target, limits, on_step)
     started = time.monotonic()
     name = APPLICATION_NAME if online is None else online_name()
     conn = connect(dsn, application_name=name)
@@ -204,6 +205,8 @@ def _attempt(
             continue
         found = online.at(rev.id, index) if online is not None else None
         if found is not None:
+            from queueguard.upgrade.foreign.online import apply as online_apply
+
             assert online is not None
             progress.write(conn, rev, index, online_apply.encode(found[0]))
             _commit(conn, running, on_step)
@@ -291,10 +294,12 @@ def _failed(rev: Revision, index: int, exc: psycopg.Error, committed: int) -> Mi
         if committed
         else "nothing was changed"
     )
-    return MigrationError(
+    error = MigrationError(
         f"revision {rev.id} failed at statement {index + 1} ({first_line(exc)}); {kept}\n"
         f"  {' '.join(rev.statements[index].split())[:200] if rev.statements else ''}"
     )
+    error.sqlstate = exc.sqlstate
+    return error
 
 
 def _bookkeeping(
@@ -345,6 +350,9 @@ def finish_in_flight(
         conn.commit()
         if flight is None:
             return None
+        from queueguard.upgrade.foreign.online import apply as online_apply
+        from queueguard.upgrade.foreign.online.apply import OnlinePlan
+
         revision, index, forms, step = flight
         rev = mset.get(revision)
         statements = rev.statements or ()
@@ -374,6 +382,9 @@ def _with_flight(conn: psycopg.Connection[Any], online: OnlinePlan | None) -> On
     flight = progress.in_flight(conn)
     if flight is None:
         return online
+    from queueguard.upgrade.foreign.online import apply as online_apply
+    from queueguard.upgrade.foreign.online.apply import OnlinePlan
+
     revision, index, forms, step = flight
     base = online or OnlinePlan()
     return OnlinePlan(base.forms, base.options, (revision, index, online_apply.decode(forms), step))
@@ -398,6 +409,8 @@ def _online(
             _bookkeeping(c, mset, rev, previous)
         else:
             progress.write(c, rev, index + 1)
+
+    from queueguard.upgrade.foreign.online import apply as online_apply
 
     forms, step = found
     # the runner lock for the whole statement, across its transactions (a second runner

@@ -28,32 +28,27 @@ from typing import Any
 
 import psycopg
 
-from queueguard.errors import MigrationError, QueueguardError, UsageError
+from queueguard.errors import QueueguardError, UsageError
 from queueguard.pg.connect import connection
 from queueguard.pg.scratch import ScratchDatabases, database_dsn
-from queueguard.sets import MigrationSet, Revision
+from queueguard.sets import MigrationSet
 from queueguard.sets.split import split
 from queueguard.upgrade import catalog
 from queueguard.upgrade.foreign import data
 from queueguard.upgrade.foreign.checks import (
     Check,
     FixtureFile,
-    RevisionTrace,
     SetVerifyReport,
-    Statement,
     fixture_files,
     multiset_diff,
     parse_invariants,
     rows_problems,
 )
-from queueguard.upgrade.foreign.report import Step
 from queueguard.upgrade.foreign.runner import upgrade
 from queueguard.upgrade.foreign.session import Limits
+from queueguard.upgrade.foreign.verify_chain import Progress, load_base, run_chain
 from queueguard.upgrade.plan import apply
-from queueguard.upgrade.plan.observe import Observation
-from queueguard.upgrade.plan.planner import trace
 
-Progress = Callable[[str], None]
 LABELS = ("upgraded", "fresh")
 
 
@@ -62,6 +57,7 @@ def verify(
     admin_dsn: str,
     *,
     fresh: Path | None = None,
+    base: Path | None = None,
     fixtures: Path | None = None,
     invariants: Path | None = None,
     limits: Limits | None = None,
@@ -73,6 +69,8 @@ def verify(
     started = time.monotonic()
     tell = progress or (lambda _line: None)
     fresh_text = _read(fresh, "--fresh") if fresh is not None else None
+    if base is not None and not base.is_file():
+        raise UsageError(f"--base {base}: no such file")
     queries = (
         parse_invariants(_read(invariants, "--invariants"), str(invariants)) if invariants else {}
     )
@@ -85,17 +83,28 @@ def verify(
     with ScratchDatabases(admin_dsn, prefix="qgverify") as scratch:
         try:
             chain, watched = scratch.create(), scratch.create()
-            if _chain(mset, chain, watched, report, limits, tell):
+            reference: catalog.Catalog | None = None
+            if load_base(base, (chain, watched), report) and run_chain(
+                mset, chain, watched, report, limits, tell, based=base is not None
+            ):
                 report.checks.append(_rerun(mset, chain, limits))
                 report.checks.append(_bookkeeping(mset, chain, head))
-                upgraded = catalog.without(catalog.introspect(chain), leave_out)
+                reference = catalog.without(catalog.introspect(chain), leave_out)
                 if fresh is not None and fresh_text is not None:
                     tell(f"fresh install from {fresh.name}")
                     made = scratch.create()
-                    report.checks.append(_fresh(fresh, fresh_text, made, upgraded, leave_out))
-                for fixture in frozen:
-                    tell(f"fixture {fixture.path.name}")
-                    report.checks += _fixture(mset, fixture, scratch, upgraded, queries, limits)
+                    report.checks.append(_fresh(fresh, fresh_text, made, reference, leave_out))
+            # a chain that could not run still leaves each fixture to upgrade from its own
+            # revision; without the chain's catalog they are compared with the first one's
+            compared_with = "the chain's" if reference is not None else None
+            for fixture in frozen:
+                tell(f"fixture {fixture.path.name}")
+                checks, upgraded = _fixture(
+                    mset, fixture, scratch, reference, compared_with, queries, limits
+                )
+                report.checks += checks
+                if reference is None and upgraded is not None:
+                    reference, compared_with = upgraded, f"{fixture.path.name}'s"
         finally:
             _drop_together(scratch)
     report.elapsed_ms = int((time.monotonic() - started) * 1000)
@@ -121,78 +130,6 @@ def _leave_out(mset: MigrationSet) -> Callable[[str], bool]:
     """The tables no comparison looks at: the format's bookkeeping and anything of ours."""
     names = {name.rpartition(".")[2] for name in mset.bookkeeping}
     return lambda table: table in names or table.startswith("queueguard_")
-
-
-# --- the chain -------------------------------------------------------------------------------
-
-
-def _chain(
-    mset: MigrationSet,
-    chain: str,
-    watched: str,
-    report: SetVerifyReport,
-    limits: Limits | None,
-    tell: Progress,
-) -> bool:
-    """Every revision in turn: applied on `chain` by the runner, traced on `watched`."""
-    for rev in mset.revisions:
-        steps: list[Step] = []
-        traced = RevisionTrace(rev.id, rev.title)
-        report.revisions.append(traced)
-        try:
-            upgrade(mset, chain, to=rev.id, limits=limits, on_step=steps.append)
-        except QueueguardError as exc:
-            traced.error = str(exc)
-            report.checks.append(
-                Check("chain", False, f"revision {rev.id} did not apply", problems=[str(exc)])
-            )
-            return False
-        try:
-            traced.statements = _statements(rev, trace(mset, rev, watched), steps)
-        except MigrationError as exc:
-            traced.error = f"traced on a second database: {exc}"
-            report.checks.append(
-                Check(
-                    "chain",
-                    False,
-                    f"revision {rev.id} applied, but failed when traced on a second database",
-                    problems=[str(exc)],
-                )
-            )
-            return False
-        tell(f"revision {rev.id}: {len(traced.statements)} statement(s)")
-    count = len(mset.revisions)
-    report.checks.append(
-        Check("chain", True, f"{count} revision(s) applied one at a time, empty to {mset.span}")
-    )
-    return True
-
-
-def _statements(rev: Revision, seen: list[Observation], steps: list[Step]) -> list[Statement]:
-    """The tracer's observations with their place in the revision and the runner's timing
-    (SQL revisions: the statements that are not transaction control, in order)."""
-    if rev.statements is None:
-        places = list(range(len(seen)))
-    else:
-        places = [i for i, s in enumerate(rev.statements) if not apply.is_transaction_control(s)]
-    timed = {step.index: step for step in steps}
-    out = []
-    for place, observed in zip(places, seen, strict=False):
-        step = timed.get(place) if rev.statements is not None else None
-        out.append(
-            Statement(
-                index=place + 1,
-                sql=observed.sql,
-                transactional=observed.transactional,
-                locks=list(observed.locks),
-                created=list(observed.created),
-                rewrites=list(observed.rewrites),
-                scans=list(observed.scans),
-                seconds=step.seconds if step else observed.seconds,
-                held_s=step.held_s if step else None,
-            )
-        )
-    return out
 
 
 def _rerun(mset: MigrationSet, chain: str, limits: Limits | None) -> Check:
@@ -267,16 +204,20 @@ def _fixture(
     mset: MigrationSet,
     fixture: FixtureFile,
     scratch: ScratchDatabases,
-    upgraded: catalog.Catalog,
+    reference: catalog.Catalog | None,
+    compared_with: str | None,
     queries: dict[str, str],
     limits: Limits | None,
-) -> list[Check]:
+) -> tuple[list[Check], catalog.Catalog | None]:
+    """The fixture loaded, found at its revision, upgraded to head and compared with
+    `reference` (the chain's catalog, else an earlier fixture's; None: the first of them);
+    its checks, and its upgraded catalog."""
     name = fixture.path.name
     dsn = scratch.create()
     notes: list[str] = []
 
-    def failed(detail: str, *problems: str) -> list[Check]:
-        return [Check("fixture", False, detail, name, list(problems), notes)]
+    def failed(detail: str, *problems: str) -> tuple[list[Check], None]:
+        return [Check("fixture", False, detail, name, list(problems), notes)], None
 
     try:
         data.load_fixture(fixture, dsn)
@@ -285,7 +226,10 @@ def _fixture(
     adopted = data.adopt(mset, dsn)
     if adopted:
         notes.append(adopted)
-    at = data.at_revision(mset, dsn)
+    try:
+        at = data.at_revision(mset, dsn)
+    except QueueguardError as exc:  # e.g. Temporal rows of several other databases' names
+        return failed("its bookkeeping cannot be read", str(exc))
     if at != fixture.revision:
         where = ", ".join(sorted(mset.bookkeeping)) or "its bookkeeping"
         return failed(
@@ -298,14 +242,21 @@ def _fixture(
         return failed(f"upgrade from {fixture.revision} failed", str(exc))
     after = data.invariant_rows(dsn, queries)
     mine = catalog.without(catalog.introspect(dsn), _leave_out(mset))
-    problems = catalog.differences(upgraded, mine, ("chain", "fixture"))
+    head = mset.head.id if mset.head else None
+    problems = [] if report.after == head else [f"its bookkeeping reads {report.after}, not {head}"]
+    if reference is not None:
+        labels = ("chain", "fixture") if compared_with == "the chain's" else ("first", "fixture")
+        problems += catalog.differences(reference, mine, labels)
+    else:
+        notes.append("the chain did not reach head: no catalog to compare this fixture's with")
     applied = ", ".join(report.applied) or "nothing"
+    differs = f"; its catalog differs from {compared_with}" if reference is not None else ""
     checks = [
         Check(
             "fixture",
             not problems,
             f"loaded at {fixture.revision}, upgraded to {report.after} (applied {applied})"
-            + ("; its catalog differs from the chain's" if problems else ""),
+            + (differs if problems else ""),
             name,
             problems,
             notes,
@@ -313,7 +264,7 @@ def _fixture(
     ]
     for query_name in queries:
         checks.append(invariant_check(query_name, name, before[query_name], after[query_name]))
-    return checks
+    return checks, mine
 
 
 def invariant_check(name: str, fixture: str, before: Any, after: Any) -> Check:

@@ -23,7 +23,6 @@ and come from the OS page cache at best (`READ_MS_PER_PAGE`).
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -199,45 +198,6 @@ def held(lines: Sequence[Line]) -> None:
             run_end = i
             continue
         line.held_ms = sum(x.estimate_ms for x in lines[i:run_end])
-
-
-_SAFER: list[tuple[re.Pattern[str], str]] = [
-    (
-        re.compile(r"^\s*CREATE\s+(UNIQUE\s+)?INDEX\s+(?!CONCURRENTLY)", re.I),
-        "CREATE INDEX CONCURRENTLY, outside a transaction: it blocks no writer",
-    ),
-    (
-        re.compile(
-            r"\bADD\s+(CONSTRAINT\s+\S+\s+)?(FOREIGN\s+KEY|CHECK)\b(?!.*NOT\s+VALID)", re.I | re.S
-        ),
-        "ADD CONSTRAINT … NOT VALID, then VALIDATE CONSTRAINT in its own transaction "
-        "(it scans under SHARE UPDATE EXCLUSIVE, which blocks no writer)",
-    ),
-    (
-        re.compile(r"\bSET\s+NOT\s+NULL\b", re.I),
-        "ADD CONSTRAINT … CHECK (col IS NOT NULL) NOT VALID, VALIDATE it, then SET NOT NULL: "
-        "PostgreSQL 12+ skips the scan when a valid CHECK proves it",
-    ),
-    (
-        re.compile(r"\bALTER\s+(COLUMN\s+)?\S+\s+(SET\s+DATA\s+)?TYPE\b", re.I),
-        "add a new column, backfill it in batches, and switch readers to it",
-    ),
-    (
-        re.compile(r"\bADD\s+(COLUMN\s+)?", re.I),
-        "add the column nullable without a volatile default or a STORED expression, "
-        "backfill it in batches, then set its default",
-    ),
-]
-
-
-def safer(line: Line) -> str | None:
-    """A safer form of the statement, where one is known (only for a costly lock)."""
-    if not line.blocking or not (line.seen.rewrites or line.seen.scans):
-        return None
-    for pattern, advice in _SAFER:
-        if pattern.search(line.seen.sql):
-            return advice
-    return None
 
 
 def document(line: Line) -> dict[str, Any]:

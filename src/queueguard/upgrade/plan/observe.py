@@ -71,9 +71,16 @@ def relations(conn: psycopg.Connection[Any]) -> dict[int, Relation]:
 
 
 def state(conn: psycopg.Connection[Any]) -> State:
-    locks = frozenset((r[0], r[1]) for r in conn.execute(Q["own_locks"]).fetchall())
-    scans = {r[0]: r[1] for r in conn.execute(Q["xact_scans"]).fetchall()}
-    return State(locks, relations(conn), scans)
+    """The session's locks, relations and scans, read in one round trip (a pipeline: the
+    three queries are sent together; it is read around every statement a plan watches)."""
+    with conn.pipeline():
+        locks_c, scans_c, rels_c = (
+            conn.execute(Q[q]) for q in ("own_locks", "xact_scans", "relations")
+        )
+    locks = frozenset((r[0], r[1]) for r in locks_c.fetchall())
+    scans = {r[0]: r[1] for r in scans_c.fetchall()}
+    rels = {r[0]: Relation(r[0], r[1], r[2], r[3], r[4]) for r in rels_c.fetchall()}
+    return State(locks, rels, scans)
 
 
 #: pg_locks' mode names, weakest first

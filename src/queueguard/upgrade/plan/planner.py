@@ -13,8 +13,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-import psycopg
-
 from queueguard.errors import MigrationError
 from queueguard.pg import scratch
 from queueguard.pg.connect import connection
@@ -22,7 +20,7 @@ from queueguard.pg.scratch import ScratchDatabases
 from queueguard.sets import MigrationSet, Revision, adapter
 from queueguard.sets import alembic as alembic_format
 from queueguard.upgrade import locks
-from queueguard.upgrade.plan import apply, bill, python_revision, sample
+from queueguard.upgrade.plan import apply, bill, python_revision, safer, sample
 from queueguard.upgrade.plan.observe import Observation, Q
 
 
@@ -78,7 +76,7 @@ def trace(mset: MigrationSet, revision: Revision, dsn: str) -> list[Observation]
     watch each statement: a SQL revision statement by statement, a Python one through its
     own tool (`python_revision`)."""
     if revision.statements is None:
-        return python_revision.traced(mset, dsn, revision)
+        return python_revision.traced(mset, dsn, [revision])[0].seen
     with connection(dsn) as conn:
         try:
             return apply.traced(conn, dsn, revision.statements)
@@ -90,12 +88,27 @@ def trace(mset: MigrationSet, revision: Revision, dsn: str) -> list[Observation]
             ) from None
 
 
-def _indexes(conn: psycopg.Connection[Any]) -> dict[str, str]:
-    """{index: its table} in the scratch database (by regclass text)."""
-    rows = conn.execute(
-        "SELECT indexrelid::regclass::text, indrelid::regclass::text FROM pg_index"
-    ).fetchall()
-    return {r[0]: r[1] for r in rows}
+def _traced(
+    mset: MigrationSet, pending: list[Revision], dsn: str, start: Mapping[str, int] | None
+) -> list[python_revision.Traced]:
+    """Every pending revision applied on the scratch copy at `dsn` and watched, with the
+    copy's sizes before each and its indexes: Python revisions in one run of their env.py,
+    SQL ones one at a time (from `start`'s statement where a previous run stopped)."""
+    if pending and pending[0].statements is None:
+        return python_revision.traced(mset, dsn, pending)
+    done = []
+    for revision in pending:
+        if start and start.get(revision.id) and revision.statements is not None:
+            revision = replace(revision, statements=revision.statements[start[revision.id] :])
+        with connection(dsn) as conn:
+            sizes, indexes = python_revision.sizes_now(conn), python_revision.indexes_now(conn)
+            conn.rollback()
+        seen = trace(mset, revision, dsn)
+        with connection(dsn) as conn:  # and the indexes the revision built: their table
+            indexes = {**python_revision.indexes_now(conn), **indexes}
+            conn.rollback()
+        done.append(python_revision.Traced(revision, seen, sizes, indexes))
+    return done
 
 
 def _blockers(target_dsn: str, relations: list[str]) -> list[bill.Blocker]:
@@ -139,19 +152,12 @@ def plan(
         else:
             copy = databases.create()
             target_sizes = sample.build(target_dsn, copy, sample_rows)
-        for revision in pending:
-            if start and start.get(revision.id) and revision.statements is not None:
-                revision = replace(revision, statements=revision.statements[start[revision.id] :])
-            with connection(copy) as conn:
-                sample_sizes = sample.sizes(conn)
-                indexes = _indexes(conn)
-            seen = trace(mset, revision, copy)
-            with connection(copy) as conn:  # and the indexes the revision built: their table
-                indexes = {**_indexes(conn), **indexes}
-            lines = [bill.Line(revision.id, i, s) for i, s in enumerate(seen)]
+        for traced in _traced(mset, pending, copy, start):
+            indexes = traced.indexes
+            lines = [bill.Line(traced.revision.id, i, s) for i, s in enumerate(traced.seen)]
             for line in lines:
                 line.estimate_ms, line.basis = bill.estimate(
-                    line.seen, sample_sizes, target_sizes, indexes
+                    line.seen, traced.sizes, target_sizes, indexes
                 )
             bill.held(lines)
             for line in lines:
@@ -161,8 +167,8 @@ def plan(
                     if _on_target(rel, target_sizes, indexes)
                 ]
                 line.verdict = bill.verdict(line, max_lock_ms)
-                line.safer = bill.safer(line)
-            result.revisions.append((revision.id, lines))
+                line.safer = safer.safer(line)
+            result.revisions.append((traced.revision.id, lines))
     _queue_behind(result, target_dsn)
     return result
 

@@ -1,11 +1,15 @@
-"""Watching a Python revision (an Alembic project's, our own set's): its statements are
-known only by running it, so the project's own env.py runs it on the scratch copy while the
-session's state is read around every statement it sends (`observe`).
+"""Watching Python revisions (an Alembic project's, our own set's): their statements are
+known only by running them, so the project's own env.py runs them on the scratch copy — once
+for all the pending revisions, as `alembic upgrade` does, with a hook at each revision's
+start and end (`sets.alembic_run`) — while the session's state is read around every
+statement they send (`observe`).
 
-The statements are caught at the driver (psycopg's `Cursor.execute` and `executemany`), not
-by SQLAlchemy's cursor events: a data migration may send SQL through the DBAPI cursor itself,
-as our own revisions run their step files, and SQLAlchemy never sees those. The version table's
-bookkeeping and session settings (`SET …`) are left out of the bill.
+The statements are caught at the driver (psycopg's `Cursor.execute` and `executemany`,
+`sets.alembic_tap`), not by SQLAlchemy's cursor events: a data migration may send SQL
+through the DBAPI cursor itself, as our own revisions run their step files. The version
+table's bookkeeping and session settings (`SET …`) are left out of the bill. At each
+revision's end, inside its transaction, the scratch copy's table sizes and indexes are read
+for the bill of the next one (what `plan` reads between two SQL revisions).
 
 Inside one transaction a lock the revision already holds does not show again: a statement
 that takes a lock an earlier statement of the same revision took lists it under the earlier
@@ -15,22 +19,23 @@ one (a SQL file's statements are each watched in a transaction of their own inst
 from __future__ import annotations
 
 import re
-import threading
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import psycopg
 
+from queueguard.pg.connect import connection
 from queueguard.sets import MigrationSet, Revision
 from queueguard.sets import alembic as alembic_format
-from queueguard.sets.alembic_hooks import refuse_elsewhere
 from queueguard.sets.alembic_version_table import is_bookkeeping
 from queueguard.upgrade.plan.apply import code_of
+from queueguard.upgrade.plan.bill import Size
 from queueguard.upgrade.plan.observe import (
     Observation,
     OutsideWatch,
+    Q,
     Relation,
     State,
     diff,
@@ -40,21 +45,48 @@ from queueguard.upgrade.plan.observe import (
 
 _SETTING = re.compile(r"^\s*(SET|RESET|SHOW)\s", re.IGNORECASE)
 _QUERY = re.compile(r"^\s*\(?\s*(SELECT|WITH|VALUES|TABLE)\b", re.IGNORECASE)
-_PATCH = threading.Lock()
+
+
+@dataclass
+class Traced:
+    """One revision as it ran on the scratch copy: what each statement did, the copy's table
+    sizes before it, and every index (existing before it or built by it) with its table."""
+
+    revision: Revision
+    seen: list[Observation] = field(default_factory=list)
+    sizes: Mapping[str, Size] = field(default_factory=dict)
+    indexes: dict[str, str] = field(default_factory=dict)
+
+
+def sizes_now(conn: psycopg.Connection[Any]) -> dict[str, Size]:
+    """The tables' sizes as `conn` sees them, in its own transaction (left open)."""
+    rows = conn.execute(Q["table_sizes"]).fetchall()
+    return {r[0]: Size(r[1], r[2], r[3], r[4], r[5]) for r in rows}
+
+
+def indexes_now(conn: psycopg.Connection[Any]) -> dict[str, str]:
+    """{index: its table} as `conn` sees them (by regclass text)."""
+    rows = conn.execute(
+        "SELECT indexrelid::regclass::text, indrelid::regclass::text FROM pg_index"
+    ).fetchall()
+    return {r[0]: r[1] for r in rows}
+
+
+def is_introspection(sql: str) -> bool:
+    """A query (SELECT, WITH, …): on the bill only when it locked something of the user's."""
+    return bool(_QUERY.match(code_of(sql)))
 
 
 class _Watcher:
-    """Reads the session around each statement the revision's thread sends."""
+    """Reads the session around each statement the revisions send."""
 
     def __init__(self, dsn: str, bookkeeping: frozenset[str]) -> None:
         self.dsn = dsn
         self.bookkeeping = bookkeeping
-        self.thread = threading.get_ident()
         self.seen: list[Observation] = []
-        self._busy = False  # our own queries on the same connection are not the revision's
 
     def wanted(self, sql: str) -> bool:
-        if self._busy or threading.get_ident() != self.thread or _SETTING.match(sql):
+        if _SETTING.match(sql):
             return False
         return not any(is_bookkeeping(sql, t) for t in self.bookkeeping)
 
@@ -62,22 +94,22 @@ class _Watcher:
         """A query that locked, created, rewrote and scanned nothing of the user's (the
         driver's and the tool's introspection) is not on the bill."""
         quiet = not (seen.locks or seen.created or seen.rewrites or seen.scans)
-        if quiet and _QUERY.match(code_of(seen.sql)):
+        if quiet and is_introspection(seen.sql):
             return
         self.seen.append(seen)
 
-    def run(self, conn: psycopg.Connection[Any], sql: str, execute: Any) -> Any:
-        self._busy = True
-        try:
-            outside: tuple[OutsideWatch, dict[int, Relation]] | None = None
-            before: State | None = None
-            if conn.autocommit:
-                rels = relations(conn)
-                outside = (OutsideWatch(self.dsn, conn.info.backend_pid, rels), rels)
-            else:
-                before = state(conn)
-        finally:
-            self._busy = False
+    def run(self, conn: psycopg.Connection[Any], sql: str, execute: Callable[[], Any]) -> Any:
+        """An `alembic_tap.Around`: the statement, with the session read before and after
+        (outside a transaction: watched from other sessions while it runs)."""
+        if not self.wanted(sql):
+            return execute()
+        outside: tuple[OutsideWatch, dict[int, Relation]] | None = None
+        before: State | None = None
+        if conn.autocommit:
+            rels = relations(conn)
+            outside = (OutsideWatch(self.dsn, conn.info.backend_pid, rels), rels)
+        else:
+            before = state(conn)
         started = time.perf_counter()
         try:
             result = execute()
@@ -85,75 +117,46 @@ class _Watcher:
             seconds = time.perf_counter() - started
             if outside is not None:
                 outside[0].finish()
-        self._busy = True
-        try:
-            if outside is not None:
-                watch, rels = outside
-                after = relations(conn)
-                self.keep(
-                    Observation(
-                        sql=sql,
-                        transactional=False,
-                        seconds=max(0.0, seconds - watch.waited_s),
-                        locks=watch.finish(),
-                        created=sorted(r.name for oid, r in after.items() if oid not in rels),
-                    )
+        if outside is not None:
+            watch, rels = outside
+            after = relations(conn)
+            self.keep(
+                Observation(
+                    sql=sql,
+                    transactional=False,
+                    seconds=max(0.0, seconds - watch.waited_s),
+                    locks=watch.finish(),
+                    created=sorted(r.name for oid, r in after.items() if oid not in rels),
                 )
-            elif before is not None:
-                self.keep(diff(sql, before, state(conn), seconds))
-        finally:
-            self._busy = False
+            )
+        elif before is not None:
+            self.keep(diff(sql, before, state(conn), seconds))
         return result
 
 
-def _text(cursor: psycopg.Cursor[Any], query: Any) -> str:
-    if isinstance(query, str):
-        return query
-    return str(query.as_string(cursor)) if hasattr(query, "as_string") else str(query)
-
-
-@contextmanager
-def _watching(watcher: _Watcher) -> Iterator[None]:
-    """psycopg's Cursor.execute and Cursor.executemany (Alembic's `op.bulk_insert`, a
-    DBAPI `executemany` in a data migration), wrapped for the revision's thread while it
-    runs."""
-    original = psycopg.Cursor.execute
-    original_many = psycopg.Cursor.executemany
-
-    def execute(self: psycopg.Cursor[Any], query: Any, params: Any = None, **kw: Any) -> Any:
-        text = _text(self, query)
-        if threading.get_ident() == watcher.thread:
-            refuse_elsewhere(self.connection, watcher.dsn)
-        if not watcher.wanted(text):
-            return original(self, query, params, **kw)
-        return watcher.run(self.connection, text, lambda: original(self, query, params, **kw))
-
-    def executemany(self: psycopg.Cursor[Any], query: Any, params_seq: Any, **kw: Any) -> Any:
-        text = _text(self, query)
-        if threading.get_ident() == watcher.thread:
-            refuse_elsewhere(self.connection, watcher.dsn)
-        if not watcher.wanted(text):
-            return original_many(self, query, params_seq, **kw)
-        return watcher.run(
-            self.connection, text, lambda: original_many(self, query, params_seq, **kw)
-        )
-
-    with _PATCH:
-        psycopg.Cursor.execute = execute  # type: ignore[method-assign]
-        psycopg.Cursor.executemany = executemany  # type: ignore[method-assign]
-        try:
-            yield
-        finally:
-            psycopg.Cursor.execute = original  # type: ignore[method-assign]
-            psycopg.Cursor.executemany = original_many  # type: ignore[method-assign]
-
-
-def traced(mset: MigrationSet, dsn: str, revision: Revision) -> list[Observation]:
-    """Run one Python revision on the scratch database at `dsn`; what each statement did."""
+def traced(mset: MigrationSet, dsn: str, revisions: Sequence[Revision]) -> list[Traced]:
+    """Run the pending Python `revisions` on the scratch database at `dsn` (at the first
+    one's previous revision) in one env.py run; what each statement of each did. A revision
+    that sends nothing on PostgreSQL (a branch for another dialect) has no statement."""
+    if not revisions:
+        return []
     watcher = _Watcher(dsn, mset.bookkeeping)
-    started = time.perf_counter()
-    with _watching(watcher):
-        alembic_format.run(mset.root, dsn, revision.id)
-    if not watcher.seen:  # a revision that sent nothing of its own still took its time
-        watcher.seen.append(Observation("-- (no statement)", True, time.perf_counter() - started))
-    return watcher.seen
+    by_id = {r.id: r for r in revisions}
+    with connection(dsn) as conn:
+        sizes, indexes = sizes_now(conn), indexes_now(conn)
+        conn.rollback()
+    done: list[Traced] = []
+
+    def started(revision: str) -> None:
+        done.append(Traced(by_id[revision], [], sizes, dict(indexes)))
+        watcher.seen = done[-1].seen
+
+    def applied(_revision: str, conn: psycopg.Connection[Any]) -> None:
+        # the next revision's "before", and the indexes this one built (with their table)
+        nonlocal sizes, indexes
+        sizes, indexes = sizes_now(conn), indexes_now(conn)
+        done[-1].indexes = {**indexes, **done[-1].indexes}
+
+    hooks = alembic_format.Hooks(around=watcher.run, started=started, applied=applied)
+    alembic_format.upgrade_to(mset, dsn, revisions[-1].id, hooks=hooks)
+    return done

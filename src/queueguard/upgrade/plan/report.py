@@ -47,6 +47,9 @@ def render_text(plan: Plan) -> str:
         f"{len(plan.revisions)} revision(s) pending up to {plan.target}"
     ]
     for rid, statements in plan.revisions:
+        if not statements:  # a branch for another dialect, a version without files
+            lines.append(f"revision {rid}: no statement on PostgreSQL")
+            continue
         lines.append(f"revision {rid}: {len(statements)} statement(s)")
         for line in statements:
             lines.extend(_line(line))

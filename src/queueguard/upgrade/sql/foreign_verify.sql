@@ -7,7 +7,3 @@ SELECT to_regclass('schema_version') IS NOT NULL;
 -- name: temporal_db_names
 -- Temporal's version row is keyed on the database's name (the tool's --db argument).
 SELECT DISTINCT db_name FROM schema_version WHERE version_partition = 0;
-
--- name: temporal_adopt
--- A copy restored under another name: its one database's row becomes the copy's.
-UPDATE schema_version SET db_name = current_database() WHERE version_partition = 0;
