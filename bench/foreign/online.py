@@ -264,6 +264,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--start", default="1.12")
     parser.add_argument("--to", default="1.13")
     parser.add_argument("--admin-dsn", default=None)
+    parser.add_argument(
+        "--template",
+        help="a database built by an earlier run (at --start, --rows rows): cloned, not built",
+    )
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--no-docs", action="store_true")
     args = parser.parse_args(argv)
@@ -272,8 +276,10 @@ def main(argv: list[str] | None = None) -> int:
         "bench.foreign.online", "--temporal", "…/visibility/versioned", "--rows", str(args.rows)
     )
     with ScratchDatabases(admin, prefix="qgbench") as databases:
-        log(f"building {args.rows:,} rows at {args.start}")
-        template = build(admin, databases, args.temporal, args.start, args.rows)
+        template = args.template
+        if template is None:
+            log(f"building {args.rows:,} rows at {args.start}")
+            template = build(admin, databases, args.temporal, args.start, args.rows)
         results = []
         for name in ("plain", "online"):
             dsn = databases.create(template=template)
