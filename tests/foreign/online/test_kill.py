@@ -71,9 +71,11 @@ def test_a_killed_runner_mid_build_is_ended_and_the_rerun_completes(
         os.kill(runner.pid, signal.SIGKILL)
         runner.wait()
         time.sleep(0.2)
-        assert conn.execute(
+        # the backend outlives its runner, still waiting (unless it wrote to the dead client
+        # first: a loaded machine can catch the build in a phase that does)
+        orphaned = conn.execute(
             "SELECT count(*) FROM pg_stat_activity WHERE pid = %s", (building[0],)
-        ).fetchone() == (1,)  # the backend outlives its runner, still waiting
+        ).fetchone() == (1,)
         rerun = _cli(online, folder)
         while conn.execute(
             "SELECT count(*) FROM pg_stat_activity WHERE pid = %s", (building[0],)
@@ -83,6 +85,6 @@ def test_a_killed_runner_mid_build_is_ended_and_the_rerun_completes(
         old.rollback()  # the long transaction ends: the rebuilt index can be built
     _, err = rerun.communicate(timeout=180)
     assert rerun.returncode == 0, err.decode()
-    assert f"ended backend {building[0]}".encode() in err
+    assert not orphaned or f"ended backend {building[0]}".encode() in err
     assert proof.dump_differences(proof.schema_dump(plain), proof.schema_dump(online)) == []
     assert proof.row_differences(plain, online, bookkeeping=mset.bookkeeping) == []
