@@ -147,11 +147,17 @@ def build_parser() -> argparse.ArgumentParser:
         help="with --max-lock or --online: rows per table in the scratch copies (100000)",
     )
     online = p.add_argument_group("online upgrade (the fleet keeps running; docs/upgrade.md)")
-    online.add_argument("--online", action="store_true", help="expand, migrate, contract")
+    online.add_argument(
+        "--online",
+        action="store_true",
+        help="queueguard's set: expand, migrate, contract; a set of another format: every "
+        "statement over --max-lock in its online form, proven on a scratch copy first",
+    )
     online.add_argument(
         "--phase",
         choices=["expand", "migrate", "contract", "abort"],
-        help="run only this phase (default: every phase that is due)",
+        help="run only this phase (default: every phase that is due); a set of another "
+        "format: abort undoes the statement in flight",
     )
     online.add_argument("--batch-size", type=int, default=1000, help="rows per batch")
     online.add_argument("--pause", default="0", help="sleep between batches (e.g. 100ms)")
