@@ -8,7 +8,7 @@ statements `plan` priced over the lock budget on a table that holds rows.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 import pglast
@@ -59,6 +59,17 @@ def parse_one(sql: str) -> ast.Node:
     node = stmts[0].stmt
     assert node is not None
     return node
+
+
+def nodes(tree: object) -> Iterator[ast.Node]:
+    """Every node of a parse tree, the tree's own first."""
+    if isinstance(tree, ast.Node):
+        yield tree
+        for attr in tree:
+            yield from nodes(getattr(tree, attr))
+    elif isinstance(tree, tuple | list):
+        for item in tree:
+            yield from nodes(item)
 
 
 def render(node: ast.Node) -> str:

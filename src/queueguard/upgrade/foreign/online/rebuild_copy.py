@@ -20,7 +20,7 @@ from pglast import ast
 from psycopg import sql
 
 from queueguard.upgrade import topology
-from queueguard.upgrade.foreign.online.choose import parse_one
+from queueguard.upgrade.foreign.online.choose import nodes, parse_one
 from queueguard.upgrade.foreign.online.context import Context
 from queueguard.upgrade.foreign.online.names import quote
 from queueguard.upgrade.foreign.online.rebuild_catalog import Column, Q, Table
@@ -100,22 +100,9 @@ def _evaluated_once(conn: psycopg.Connection[Any], table: Table) -> dict[str, st
 
 def _calls(expression: str) -> set[str]:
     """The names of the functions an expression calls (PostgreSQL's parse tree)."""
-    found: set[str] = set()
-
-    def walk(value: object) -> None:
-        if isinstance(value, ast.FuncCall):
-            names = [n for n in value.funcname or () if isinstance(n, ast.String)]
-            if names:
-                found.add(str(names[-1].sval))
-        if isinstance(value, ast.Node):
-            for attr in value:
-                walk(getattr(value, attr))
-        elif isinstance(value, tuple | list):
-            for item in value:
-                walk(item)
-
-    walk(parse_one(f"SELECT {expression}"))
-    return found
+    calls = [n for n in nodes(parse_one(f"SELECT {expression}")) if isinstance(n, ast.FuncCall)]
+    names = ([n for n in c.funcname or () if isinstance(n, ast.String)] for c in calls)
+    return {str(found[-1].sval) for found in names if found}
 
 
 def _literal(text: str) -> str:

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from pglast import ast, enums
 
-from queueguard.upgrade.foreign.online.choose import parse_one, render
+from queueguard.upgrade.foreign.online.choose import nodes, parse_one, render
 from queueguard.upgrade.foreign.online.names import quote
 from queueguard.upgrade.foreign.online.rebuild_text import name_end
 
@@ -160,20 +160,6 @@ def _adds_foreign_key(cmd: ast.AlterTableCmd) -> bool:
 
 def _reads_only(expression: str, columns: tuple[str, ...]) -> bool:
     """Whether the expression's column references are all among `columns`."""
-    node = parse_one(f"SELECT {expression}")
-    names: set[str] = set()
-
-    def walk(value: object) -> None:
-        if isinstance(value, ast.ColumnRef):
-            fields = [f for f in value.fields or () if isinstance(f, ast.String)]
-            if fields:
-                names.add(str(fields[-1].sval))
-        elif isinstance(value, ast.Node):
-            for attr in value:
-                walk(getattr(value, attr))
-        elif isinstance(value, tuple | list):
-            for item in value:
-                walk(item)
-
-    walk(node)
-    return names <= set(columns)
+    refs = [n for n in nodes(parse_one(f"SELECT {expression}")) if isinstance(n, ast.ColumnRef)]
+    fields = ([f for f in r.fields or () if isinstance(f, ast.String)] for r in refs)
+    return {str(found[-1].sval) for found in fields if found} <= set(columns)
