@@ -59,7 +59,7 @@ def _status_foreign(args: argparse.Namespace) -> int:
         "revision": at,
         "head": mset.head.id if mset.head else None,
         "pending": pending,
-        "inFlight": _in_flight(dsn) if mset.format != "alembic" else None,
+        "inFlight": _in_flight(dsn),
     }
     if args.json:
         _emit_json(doc)

@@ -41,11 +41,9 @@ def upgrade_online(args: argparse.Namespace, mset: MigrationSet, dsn: str, limit
     from queueguard.cli.progress import Reporter
     from queueguard.pg.targets import parse_duration_ms
     from queueguard.upgrade.foreign.online import abort
-    from queueguard.upgrade.foreign.online.upgrade import DEFAULT_BUDGET_MS
+    from queueguard.upgrade.foreign.online.upgrade import DEFAULT_BUDGET_MS, as_resumed
     from queueguard.upgrade.foreign.online.upgrade import upgrade_online as run
 
-    if mset.format == "alembic" and args.phase == "abort":
-        raise UsageError("--phase abort: an Alembic set has no online statement in flight")
     if args.phase not in (None, "abort"):
         raise UsageError(
             f"--phase {args.phase} is a phase of queueguard's own online path; a set of "
@@ -53,7 +51,7 @@ def upgrade_online(args: argparse.Namespace, mset: MigrationSet, dsn: str, limit
         )
     reporter = Reporter()
     if args.phase == "abort":
-        done = abort.abort(mset, dsn, limits, tell=reporter)
+        done = abort.abort(as_resumed(mset, dsn), dsn, limits, tell=reporter)
         if args.json:
             _emit_json({"schemaVersion": 1, **done.__dict__})
         elif done.revision is None:

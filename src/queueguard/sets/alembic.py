@@ -23,10 +23,8 @@ bookkeeping on it), `alembic_run` (one env.py run to a target, a hook per revisi
 from __future__ import annotations
 
 import hashlib
-import io
 from pathlib import Path
 
-from alembic import command
 from alembic.runtime.migration import MigrationContext
 from alembic.script import Script, ScriptDirectory
 from alembic.util import CommandError
@@ -41,14 +39,13 @@ from queueguard.sets.alembic_config import (
     config,
 )
 from queueguard.sets.alembic_dsn import READ_ONLY, _connected
-from queueguard.sets.alembic_env import _alembic_running
 from queueguard.sets.alembic_hooks import After, Before, around_of
+from queueguard.sets.alembic_render import NotRendered, Rendered, rendered
 from queueguard.sets.alembic_run import Hooks, Outcome
 from queueguard.sets.alembic_run import upgrade as upgrade_to
 from queueguard.sets.alembic_version_table import (
     DEFAULT_VERSION_TABLE,
     VersionTable,
-    is_bookkeeping,
     version_table,
 )
 from queueguard.sets.model import MigrationSet, Revision
@@ -57,11 +54,14 @@ __all__ = [
     "DEFAULT_VERSION_TABLE",
     "FORMAT",
     "Hooks",
+    "NotRendered",
     "Outcome",
+    "Rendered",
     "current",
     "detect",
     "load",
     "render",
+    "rendered",
     "run",
     "upgrade_to",
 ]
@@ -195,22 +195,8 @@ def render(root: Path, revision_id: str) -> str | None:
     """One revision's SQL as `alembic upgrade DOWN:REV --sql` renders it (offline: no
     database), Alembic's own bookkeeping and transaction control left out; None when the
     revision cannot be rendered offline (a data migration that reads rows)."""
-    from queueguard.sets.split import is_transaction_control, split
-
     migrations = load(root)
-    revision = migrations.get(revision_id)
-    table = migrations.version_table or DEFAULT_VERSION_TABLE
-    cfg = config(root, None)
-    buffer = io.StringIO()
-    cfg.output_buffer = buffer
-    try:
-        with _alembic_running():
-            command.upgrade(cfg, f"{revision.down or 'base'}:{revision.id}", sql=True)
-    except Exception:
+    found = rendered(migrations, migrations.get(revision_id))
+    if isinstance(found, NotRendered):
         return None
-    kept = [
-        s
-        for s in split(buffer.getvalue())
-        if not is_bookkeeping(s, table) and not is_transaction_control(s)
-    ]
-    return "".join(f"{s};\n" for s in kept)
+    return "".join(f"{s};\n" for s in found.statements)

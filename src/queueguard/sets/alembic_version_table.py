@@ -120,3 +120,38 @@ def is_bookkeeping(sql: str, version_table: str = DEFAULT_VERSION_TABLE) -> bool
     if parts[-1] != want.name:
         return False
     return len(parts) == 1 or want.schema is None or parts[0] == want.schema
+
+
+def read(conn: Any, table: str = DEFAULT_VERSION_TABLE) -> str | None:
+    """The revision the version table holds, read on a psycopg connection in its transaction
+    (None: no table, or no row); several rows are a branched database (UsageError)."""
+    version = VersionTable.parse(table)
+    where = conn.execute("SELECT to_regclass(%s)", (_quoted(version),)).fetchone()
+    if where is None or where[0] is None:
+        return None
+    rows = conn.execute(f"SELECT version_num FROM {_quoted(version)}").fetchall()
+    if len(rows) > 1:
+        found = ", ".join(sorted(str(r[0]) for r in rows))
+        raise UsageError(f"the database is at {found}: Alembic branches are not supported")
+    return str(rows[0][0]) if rows else None
+
+
+def record(conn: Any, table: str, bookkeeping: tuple[str, ...]) -> None:
+    """Alembic's bookkeeping of one revision, as `alembic upgrade --sql` rendered it (the
+    UPDATE of the version row; for a first revision the table's CREATE and the INSERT), in
+    the caller's transaction. The CREATE is left out where the table exists already (a
+    database taken back to base keeps it, empty), as Alembic itself checks online."""
+    exists = conn.execute("SELECT to_regclass(%s)", (_quoted(VersionTable.parse(table)),))
+    row = exists.fetchone()
+    for statement in bookkeeping:
+        if row is not None and row[0] is not None and _CREATE.match(statement):
+            continue
+        conn.execute(statement)
+
+
+_CREATE = re.compile(r"^\s*CREATE\s+TABLE\b", re.IGNORECASE)
+
+
+def _quoted(version: VersionTable) -> str:
+    parts = (version.schema, version.name) if version.schema else (version.name,)
+    return ".".join('"' + p.replace('"', '""') + '"' for p in parts)

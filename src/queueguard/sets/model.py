@@ -98,3 +98,15 @@ class MigrationSet:
             )
         start = 0 if current is None else ids.index(current) + 1
         return list(self.revisions[start:stop])
+
+
+def stretches(revisions: list[Revision]) -> list[list[Revision]]:
+    """`revisions` cut into runs of consecutive Python revisions (run together, as one
+    `alembic upgrade` runs them) and SQL revisions, each of those alone."""
+    found: list[list[Revision]] = []
+    for rev in revisions:
+        if found and rev.statements is None and found[-1][-1].statements is None:
+            found[-1].append(rev)
+        else:
+            found.append([rev])
+    return found

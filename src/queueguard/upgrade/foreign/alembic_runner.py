@@ -17,6 +17,7 @@ from queueguard.errors import LockTimeout, MigrationError
 from queueguard.pg.connect import connect
 from queueguard.sets import MigrationSet
 from queueguard.sets import alembic as alembic_format
+from queueguard.sets.model import stretches
 from queueguard.upgrade import topology
 from queueguard.upgrade.foreign.report import SetUpgradeReport, Step
 from queueguard.upgrade.foreign.session import APPLICATION_NAME, Limits, runner_lock, stopped
@@ -50,6 +51,39 @@ def upgrade(
         raise stopped(dsn, None, exc) from exc
     finally:
         lock.close()
+
+
+def upgrade_in_parts(
+    mset: MigrationSet,
+    dsn: str,
+    target: str | None,
+    limits: Limits,
+    on_step: Callable[[Step], None] | None,
+    run_sql: Callable[[str], SetUpgradeReport],
+) -> SetUpgradeReport:
+    """`upgrade --online` of a set some of whose revisions run as their rendered SQL
+    (`online.alembic_sql`): each run of consecutive Python revisions through env.py as
+    `upgrade` runs it, each SQL revision through `run_sql(revision)` (the SQL formats'
+    runner, to that revision), in order; one report."""
+    started = time.monotonic()
+    table = mset.version_table or alembic_format.DEFAULT_VERSION_TABLE
+    before = alembic_format.current(dsn, table)
+    report = SetUpgradeReport(mset.format, target, before)
+    pending = mset.pending(before, target)
+    for part in stretches(pending):
+        end = part[-1].id
+        if part[0].statements is None:
+            done = upgrade(mset, dsn, end, limits, on_step)
+        else:
+            done = run_sql(end)
+        report.applied += done.applied
+        report.skipped += done.skipped
+        report.resumed += done.resumed
+        report.notes += done.notes
+        report.lock_waits += done.lock_waits
+    report.after = alembic_format.current(dsn, table)
+    report.elapsed_ms = int((time.monotonic() - started) * 1000)
+    return report
 
 
 def _run(

@@ -34,7 +34,9 @@ import psycopg
 
 from queueguard.errors import LockTimeout, MigrationError, TamperedMigration, UsageError
 from queueguard.pg.connect import connect, connection_lost
-from queueguard.sets import MigrationSet, Revision, sqldir, temporal
+from queueguard.sets import MigrationSet, Revision, alembic_version_table, sqldir, temporal
+from queueguard.sets.alembic_render import BOOKKEEPING
+from queueguard.sets.alembic_version_table import DEFAULT_VERSION_TABLE
 from queueguard.upgrade import topology
 from queueguard.upgrade.foreign import alembic_runner, half_applied, outside, progress
 from queueguard.upgrade.foreign.report import SetUpgradeReport, Step
@@ -61,6 +63,8 @@ def current(mset: MigrationSet, conn: psycopg.Connection[Any]) -> str | None:
         return temporal.current(conn)
     if mset.format == "sqldir":
         return sqldir.current(conn)
+    if mset.format == "alembic":  # a revision run as its rendered SQL (`upgrade --online`)
+        return alembic_version_table.read(conn, mset.version_table or DEFAULT_VERSION_TABLE)
     raise UsageError(f"format {mset.format} is not read through this connection")
 
 
@@ -82,8 +86,26 @@ def upgrade(
     if limits.retries < 0:
         raise UsageError(f"--retries takes a number of retries >= 0, got {limits.retries}")
     target = mset.resolve(to)
-    if mset.format in ("alembic",):
-        return alembic_runner.upgrade(mset, dsn, target, limits, on_step)
+    if mset.format == "alembic":
+        if not any(r.statements is not None for r in mset.revisions):
+            return alembic_runner.upgrade(mset, dsn, target, limits, on_step)
+        # `upgrade --online` runs some revisions as their rendered SQL: those here, the
+        # others through env.py
+        return alembic_runner.upgrade_in_parts(
+            mset, dsn, target, limits, on_step,
+            lambda end: _upgrade_sql(mset, dsn, end, limits, on_step, online),
+        )  # fmt: skip
+    return _upgrade_sql(mset, dsn, target, limits, on_step, online)
+
+
+def _upgrade_sql(
+    mset: MigrationSet,
+    dsn: str,
+    target: str | None,
+    limits: Limits,
+    on_step: Callable[[Step], None] | None,
+    online: OnlinePlan | None,
+) -> SetUpgradeReport:
     started = time.monotonic()
     name = APPLICATION_NAME if online is None else online_name()
     conn = connect(dsn, application_name=name)
@@ -312,6 +334,9 @@ def _bookkeeping(
     elif mset.format == "sqldir":
         sqldir.ensure_ledger(conn)
         sqldir.record(conn, rev)
+    elif mset.format == "alembic":
+        table = mset.version_table or DEFAULT_VERSION_TABLE
+        alembic_version_table.record(conn, table, rev.native[BOOKKEEPING])
     progress.clear(conn, rev)
 
 

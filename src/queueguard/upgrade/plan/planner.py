@@ -17,8 +17,10 @@ from queueguard.errors import MigrationError
 from queueguard.pg import scratch
 from queueguard.pg.connect import connection
 from queueguard.pg.scratch import ScratchDatabases
-from queueguard.sets import MigrationSet, Revision, adapter
+from queueguard.sets import MigrationSet, Revision, adapter, alembic_version_table
 from queueguard.sets import alembic as alembic_format
+from queueguard.sets.alembic_render import BOOKKEEPING
+from queueguard.sets.model import stretches
 from queueguard.upgrade import locks
 from queueguard.upgrade.plan import apply, bill, python_revision, safer, sample
 from queueguard.upgrade.plan.observe import Observation, Q
@@ -92,12 +94,16 @@ def _traced(
     mset: MigrationSet, pending: list[Revision], dsn: str, start: Mapping[str, int] | None
 ) -> list[python_revision.Traced]:
     """Every pending revision applied on the scratch copy at `dsn` and watched, with the
-    copy's sizes before each and its indexes: Python revisions in one run of their env.py,
-    SQL ones one at a time (from `start`'s statement where a previous run stopped)."""
-    if pending and pending[0].statements is None:
-        return python_revision.traced(mset, dsn, pending)
+    copy's sizes before each and its indexes: consecutive Python revisions in one run of
+    their env.py, SQL ones one at a time (from `start`'s statement where a previous run
+    stopped). An Alembic revision run as its rendered SQL (`upgrade --online`) moves the
+    copy's version row after it, so env.py goes on from there."""
     done = []
-    for revision in pending:
+    for stretch in stretches(pending):
+        if stretch[0].statements is None:
+            done += python_revision.traced(mset, dsn, stretch)
+            continue
+        revision = stretch[0]
         if start and start.get(revision.id) and revision.statements is not None:
             revision = replace(revision, statements=revision.statements[start[revision.id] :])
         with connection(dsn) as conn:
@@ -106,6 +112,10 @@ def _traced(
         seen = trace(mset, revision, dsn)
         with connection(dsn) as conn:  # and the indexes the revision built: their table
             indexes = {**python_revision.indexes_now(conn), **indexes}
+            if BOOKKEEPING in revision.native:
+                table = mset.version_table or alembic_format.DEFAULT_VERSION_TABLE
+                alembic_version_table.record(conn, table, revision.native[BOOKKEEPING])
+                conn.commit()
             conn.rollback()
         done.append(python_revision.Traced(revision, seen, sizes, indexes))
     return done

@@ -48,15 +48,20 @@ def decide(
     budget_ms: float,
     sizes: Mapping[str, Size],
     start: Mapping[str, int],
+    unrendered: Mapping[str, str] | None = None,
 ) -> list[Decision]:
-    """The decisions for every statement over the budget, in order."""
+    """The decisions for every statement over the budget, in order. `unrendered`: {Alembic
+    revision: why it cannot run as its rendered SQL} (`alembic_sql`; a revision that can is
+    given here with its statements)."""
     found: list[Decision] = []
     for rev, lines in revisions:
         statements = rev.statements
         if statements is None:  # a Python revision: its statements are known only as it runs
+            why = (unrendered or {}).get(rev.id)
             for line in lines:
                 if over_budget(line, budget_ms, sizes):
-                    found.append(Decision(rev.id, line.index, line, None, _PYTHON_REVISION))
+                    refusal = f"{_PYTHON_REVISION}: {why}" if why else _PYTHON_REVISION
+                    found.append(Decision(rev.id, line.index, line, None, refusal))
             continue
         where = positions(statements, start.get(rev.id, 0))
         for line in lines:

@@ -29,7 +29,7 @@ from queueguard.sets import MigrationSet, temporal
 from queueguard.upgrade.foreign import progress, runner
 from queueguard.upgrade.foreign.online import apply, choose, orphans, proof
 from queueguard.upgrade.foreign.online.apply import OnlinePlan
-from queueguard.upgrade.foreign.online.decide import Decision, decide
+from queueguard.upgrade.foreign.online.decide import Decision, decide, over_budget
 from queueguard.upgrade.foreign.report import SetUpgradeReport
 from queueguard.upgrade.foreign.session import Limits
 from queueguard.upgrade.plan import planner, sample
@@ -97,6 +97,9 @@ def _volatile(decisions: list[Decision]) -> dict[str, set[str]]:
     return found
 
 
+Replan = Callable[[MigrationSet], planner.Plan]
+
+
 def decisions_of(
     mset: MigrationSet,
     dsn: str,
@@ -106,10 +109,48 @@ def decisions_of(
 ) -> list[Decision]:
     """The statements of `bill` over the budget with their forms, each rebuild's table
     checked for what it cannot carry across (the target only read)."""
+
+    def replan(view: MigrationSet) -> planner.Plan:
+        return planner.plan(
+            view, dsn, to=bill.target, max_lock_ms=budget_ms, sample_rows=bill.sample_rows,
+            start=start,
+        )  # fmt: skip
+
+    return decide_set(mset, dsn, bill, budget_ms, start, replan)[1]
+
+
+def decide_set(
+    mset: MigrationSet,
+    dsn: str,
+    bill: planner.Plan,
+    budget_ms: float,
+    start: Mapping[str, int] | None,
+    replan: Replan,
+) -> tuple[MigrationSet, list[Decision]]:
+    """`decisions_of`, and the set as it will run: an Alembic revision with a statement
+    over the budget as its rendered SQL where that is what the driver sent (`alembic_sql`).
+    Such a revision is priced again (`replan`), statement by statement as the SQL formats
+    are: through env.py its statements share one transaction, so a lock an earlier one took
+    does not show on a later one, which on this path may run after a commit."""
+    sizes = _sizes(dsn)
+    unrendered: dict[str, str] = {}
+    if mset.format == "alembic":
+        sent = {
+            rid: [line.seen.sql for line in lines]
+            for rid, lines in bill.revisions
+            if mset.get(rid).statements is None
+            and any(over_budget(line, budget_ms, sizes) for line in lines)
+        }
+        if sent:
+            from queueguard.upgrade.foreign.online import alembic_sql
+
+            view, unrendered = alembic_sql.convert(mset, sent)
+            if view is not mset:
+                mset, bill = view, replan(view)
     revisions = [(mset.get(rid), lines) for rid, lines in bill.revisions]
-    decisions = decide(revisions, budget_ms, _sizes(dsn), start or {})
+    decisions = decide(revisions, budget_ms, sizes, start or {}, unrendered)
     _refusals(decisions, dsn)
-    return decisions
+    return mset, decisions
 
 
 def _take_over(mset: MigrationSet, copy: str, source_db: str) -> None:
@@ -129,18 +170,36 @@ def prove(
     *,
     to: str | None,
     volatile: Mapping[str, Collection[str]],
+    plain_set: MigrationSet | None = None,
 ) -> list[str]:
     """The differences between the plain and the online end state on two clones of the
-    sample database `base` (empty: proved)."""
+    sample database `base` (empty: proved). `plain_set`: the set as the plain upgrade runs
+    it, where `mset` runs some of its revisions otherwise (an Alembic revision as its
+    rendered SQL: the plain side runs it through env.py)."""
     plain = databases.create(template=base)
     _take_over(mset, plain, base)
     twin = databases.create(template=base)
     _take_over(mset, twin, base)
-    runner.upgrade(mset, plain, to=to)
+    runner.upgrade(plain_set or mset, plain, to=to)
     runner.upgrade(mset, twin, to=to, online=online)
     found = proof.dump_differences(proof.schema_dump(plain), proof.schema_dump(twin))
     found += proof.row_differences(plain, twin, volatile=volatile, bookkeeping=mset.bookkeeping)
     return found
+
+
+def as_resumed(mset: MigrationSet, dsn: str) -> MigrationSet:
+    """The set as a rerun must run it: an Alembic revision a killed run left part applied
+    (its progress row) as the rendered SQL it was begun as."""
+    if mset.format != "alembic":
+        return mset
+    with sample.read_only(dsn) as conn:
+        found = progress.read(conn)
+        conn.rollback()
+    if not found:
+        return mset
+    from queueguard.upgrade.foreign.online import alembic_sql
+
+    return alembic_sql.resumed(mset, sorted(found))
 
 
 def upgrade_online(
@@ -158,13 +217,13 @@ def upgrade_online(
 ) -> OnlineUpgrade:
     limits = limits or ONLINE_LIMITS
     result = OnlineUpgrade()
-    sql_format = mset.format != "alembic"  # an Alembic set never has a statement in flight
-    if sql_format:
-        orphans.settle(dsn, tell)
-    finished = runner.finish_in_flight(mset, dsn, limits, options or {}) if sql_format else None
+    plain_set = mset
+    mset = as_resumed(mset, dsn)
+    orphans.settle(dsn, tell)
+    finished = runner.finish_in_flight(mset, dsn, limits, options or {})
     if finished:
         tell(f"finished statement {finished} that a previous run left in flight")
-    start = _start(mset, dsn) if sql_format else {}
+    start = _start(mset, dsn)
     if not mset.pending(planner.current_revision(mset, dsn), to):
         result.report = runner.upgrade(mset, dsn, to=to, limits=limits)
         return result
@@ -180,7 +239,15 @@ def upgrade_online(
             mset, dsn, to=to, scratch_admin=admin, max_lock_ms=budget_ms,
             sample_rows=sample_rows, start=start, prepared=(scratch.dbname_of(base), sizes),
         )  # fmt: skip
-        decisions = decisions_of(mset, dsn, bill, budget_ms, start)
+
+        def replan(view: MigrationSet) -> planner.Plan:
+            tell("plan: pricing the Alembic revisions run as their rendered SQL")
+            return planner.plan(
+                view, dsn, to=to, scratch_admin=admin, max_lock_ms=budget_ms,
+                sample_rows=sample_rows, start=start, prepared=(scratch.dbname_of(base), sizes),
+            )  # fmt: skip
+
+        mset, decisions = decide_set(mset, dsn, bill, budget_ms, start, replan)
         result.decisions = decisions
         refused = [d for d in decisions if d.forms is None]
         if refused and not force:
@@ -193,7 +260,7 @@ def upgrade_online(
             tell(f"proof: {len(online.forms)} statement(s) online and plain on two clones")
             differences = prove(
                 mset, online, databases, scratch.dbname_of(base), to=to,
-                volatile=_volatile(decisions),
+                volatile=_volatile(decisions), plain_set=plain_set if not start else None,
             )  # fmt: skip
             if differences:
                 raise OnlineProofFailed(
