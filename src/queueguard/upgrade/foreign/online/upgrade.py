@@ -16,7 +16,7 @@ end state.
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from pglast import ast
@@ -181,7 +181,9 @@ def prove(
     twin = databases.create(template=base)
     _take_over(mset, twin, base)
     runner.upgrade(plain_set or mset, plain, to=to)
-    runner.upgrade(mset, twin, to=to, online=online)
+    # the sample's rebuild is not the target's: its progress is not reported as the target's
+    quiet = {k: v for k, v in online.options.items() if k != "on_progress"}
+    runner.upgrade(mset, twin, to=to, online=replace(online, options=quiet))
     found = proof.dump_differences(proof.schema_dump(plain), proof.schema_dump(twin))
     found += proof.row_differences(plain, twin, volatile=volatile, bookkeeping=mset.bookkeeping)
     return found
