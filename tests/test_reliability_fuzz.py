@@ -100,6 +100,7 @@ def test_fixture_loading_from_the_cli(pg_admin_dsn: str) -> None:
 
 
 @pytest.mark.parametrize(("spawn", "examples"), [(False, 100), (True, 20)])
+@pytest.mark.slow
 def test_cli_arguments(pg_admin_dsn: str, tmp_path: Path, spawn: bool, examples: int) -> None:
     target = CliTarget(pg_admin_dsn, tmp_path / "files", spawn)
     try:
@@ -189,6 +190,7 @@ def test_negative_retries_and_huge_durations_are_usage_errors(empty_db: str) -> 
         preflight(empty_db, lock_timeout_ms=2**40)
 
 
+@pytest.mark.slow
 def test_lint_survives_a_deeply_nested_file(tmp_path: Path) -> None:
     """Found by the CLI fuzz (RecursionError in sqlglot); fixed in lint/model.py."""
     deep = tmp_path / "deep.sql"

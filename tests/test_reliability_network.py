@@ -67,6 +67,7 @@ def test_unknown_commit_outcome() -> None:
     assert result.lost == 0 and not result.skips and result.reads > 0
 
 
+@pytest.mark.slow
 def test_database_restarts_mid_stream() -> None:
     """A fast and an immediate (crash) restart: hosts reconnect, reload with a higher
     range, resume above the saved ack level; nothing confirmed is lost."""

@@ -7,11 +7,14 @@ fewer DSN forms.
 
 from __future__ import annotations
 
+import pytest
+
 from bench.chaos import least_privilege, privileges
 from bench.common.databases import create_database
 from bench.common.servers import ScratchServer
 
 
+@pytest.mark.slow
 def test_least_privilege_and_no_password_in_any_output() -> None:
     result = least_privilege.run(quick=True, log=print)
     print(f"{len(result.checks)} checks, {result.cli_runs} CLI runs, {result.api_calls} API calls")
