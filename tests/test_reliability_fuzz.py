@@ -46,16 +46,19 @@ DB = settings(
 
 @PURE
 @given(key_inputs)
+@pytest.mark.slow
 def test_queue_key_decoder(key: str) -> None:
     check_key(key)
 
 
 @PURE
 @given(snapshot_inputs)
+@pytest.mark.slow
 def test_snapshot_validation(raw: str | bytes) -> None:
     check_snapshot(raw)
 
 
+@pytest.mark.slow
 def test_snapshot_importer_on_postgresql(head_db: str) -> None:
     # an empty head database, as `snapshot import` leaves it before loading
     target = Importer(head_db)
@@ -71,6 +74,7 @@ def test_snapshot_importer_on_postgresql(head_db: str) -> None:
         target.close()
 
 
+@pytest.mark.slow
 def test_sql_injection_round_trips_as_data(head_db: str) -> None:
     target = Injection(head_db)
     try:
@@ -85,6 +89,7 @@ def test_sql_injection_round_trips_as_data(head_db: str) -> None:
         target.close()
 
 
+@pytest.mark.slow
 def test_fixture_loading_from_the_cli(pg_admin_dsn: str) -> None:
     target = FixtureTarget(pg_admin_dsn)
     try:

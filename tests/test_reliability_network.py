@@ -54,6 +54,7 @@ def test_the_proxy_cuts_after_the_commit_was_sent(
         proxy.close()
 
 
+@pytest.mark.slow
 def test_unknown_commit_outcome() -> None:
     """Appends, checkpoints and loads cut after COMMIT: the reader never skips, ids stay
     consecutive, committed tasks all start, rolled-back ones never do."""

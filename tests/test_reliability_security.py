@@ -22,6 +22,7 @@ def test_least_privilege_and_no_password_in_any_output() -> None:
     assert result.cli_runs >= 30 and result.api_calls >= 20
 
 
+@pytest.mark.slow
 def test_the_leak_search_finds_a_password_that_is_printed() -> None:
     """Positive control: a command that echoes its input (an unknown fixture name) is
     caught, and the finding does not repeat the password."""
