@@ -436,3 +436,37 @@ def test_prepend_sys_path_is_the_projects_folder_wherever_queueguard_runs(
     ini.write_text(ini.read_text().replace("[alembic]\n", "[alembic]\nprepend_sys_path = . lib\n"))
     cfg = config(project, None)
     assert cfg.get_prepend_sys_paths_list() == [str(project.resolve()), str(project / "lib")]
+
+
+def test_a_server_side_cursors_query_is_a_statement_too(tmp_path: Path, empty_db: str) -> None:
+    """A data migration reading in batches (`yield_per`, `stream_results`: an ORM query
+    that walks a large table) has psycopg declare a server-side cursor, which does not go
+    through `Cursor.execute`: its query is seen all the same, and checked to be on the
+    database queueguard gave env.py."""
+    body = (
+        "import sqlalchemy as sa\n"
+        "    bind = op.get_bind()\n"
+        "    rows = bind.execute(\n"
+        '        sa.text("SELECT id, email FROM account ORDER BY id"),\n'
+        '        execution_options={"yield_per": 1},\n'
+        "    )\n"
+        "    for row in rows:\n"
+        "        bind.execute(\n"
+        '            sa.text("UPDATE account SET email = upper(email) WHERE id = :id"),\n'
+        '            {"id": row.id},\n'
+        "        )"
+    )
+    root = _with_revision(tmp_path, "c3", _revision("c3", "b2", body))
+    fmt.run(root, empty_db, "a1")
+    fmt.run(root, empty_db, "b2")
+    with psycopg.connect(empty_db) as conn:
+        conn.execute("INSERT INTO account (email) VALUES ('a'), ('b')")
+    recorder = Recorder("schema_rev")
+    fmt.run(root, empty_db, "c3", before=recorder.before, after=recorder.after)
+    assert recorder.revision_sql() == [
+        "SELECT id, email FROM account ORDER BY id",
+        "UPDATE account SET email = upper(email) WHERE id = %(id)s",
+        "UPDATE account SET email = upper(email) WHERE id = %(id)s",
+    ]
+    with psycopg.connect(empty_db) as conn:
+        assert conn.execute("SELECT email FROM account ORDER BY id").fetchall() == [("A",), ("B",)]
