@@ -470,3 +470,25 @@ def test_a_server_side_cursors_query_is_a_statement_too(tmp_path: Path, empty_db
     ]
     with psycopg.connect(empty_db) as conn:
         assert conn.execute("SELECT email FROM account ORDER BY id").fetchall() == [("A",), ("B",)]
+
+
+def test_a_first_revision_altering_the_applications_own_tables_says_where_they_come_from(
+    tmp_path: Path, empty_db: str
+) -> None:
+    """mlflow's pattern: the application runs create_all() and then its revisions, the
+    first of which alters a table no revision creates. On an empty database the failure
+    says so, and only for the first revision."""
+    app = DATA / "alembic_app"
+    with pytest.raises(MigrationError) as failed:
+        fmt.run(app, empty_db, fmt.load(app).revisions[0].id)
+    lines = str(failed.value).splitlines()
+    assert lines[0].startswith('revision m1 failed (relation "runs" does not exist)')
+    assert lines[-1].startswith("the set's first revision changes objects no revision creates")
+    # a later revision missing a table is a plain failure
+    body = 'op.execute("ALTER TABLE nowhere ADD COLUMN n int")'
+    root = _with_revision(tmp_path, "c3", _revision("c3", "b2", body))
+    fmt.run(root, empty_db, "a1")
+    fmt.run(root, empty_db, "b2")
+    with pytest.raises(MigrationError) as later:
+        fmt.run(root, empty_db, "c3")
+    assert "no revision creates" not in str(later.value)
