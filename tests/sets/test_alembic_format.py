@@ -436,3 +436,59 @@ def test_prepend_sys_path_is_the_projects_folder_wherever_queueguard_runs(
     ini.write_text(ini.read_text().replace("[alembic]\n", "[alembic]\nprepend_sys_path = . lib\n"))
     cfg = config(project, None)
     assert cfg.get_prepend_sys_paths_list() == [str(project.resolve()), str(project / "lib")]
+
+
+def test_a_server_side_cursors_query_is_a_statement_too(tmp_path: Path, empty_db: str) -> None:
+    """A data migration reading in batches (`yield_per`, `stream_results`: an ORM query
+    that walks a large table) has psycopg declare a server-side cursor, which does not go
+    through `Cursor.execute`: its query is seen all the same, and checked to be on the
+    database queueguard gave env.py."""
+    body = (
+        "import sqlalchemy as sa\n"
+        "    bind = op.get_bind()\n"
+        "    rows = bind.execute(\n"
+        '        sa.text("SELECT id, email FROM account ORDER BY id"),\n'
+        '        execution_options={"yield_per": 1},\n'
+        "    )\n"
+        "    for row in rows:\n"
+        "        bind.execute(\n"
+        '            sa.text("UPDATE account SET email = upper(email) WHERE id = :id"),\n'
+        '            {"id": row.id},\n'
+        "        )"
+    )
+    root = _with_revision(tmp_path, "c3", _revision("c3", "b2", body))
+    fmt.run(root, empty_db, "a1")
+    fmt.run(root, empty_db, "b2")
+    with psycopg.connect(empty_db) as conn:
+        conn.execute("INSERT INTO account (email) VALUES ('a'), ('b')")
+    recorder = Recorder("schema_rev")
+    fmt.run(root, empty_db, "c3", before=recorder.before, after=recorder.after)
+    assert recorder.revision_sql() == [
+        "SELECT id, email FROM account ORDER BY id",
+        "UPDATE account SET email = upper(email) WHERE id = %(id)s",
+        "UPDATE account SET email = upper(email) WHERE id = %(id)s",
+    ]
+    with psycopg.connect(empty_db) as conn:
+        assert conn.execute("SELECT email FROM account ORDER BY id").fetchall() == [("A",), ("B",)]
+
+
+def test_a_first_revision_altering_the_applications_own_tables_says_where_they_come_from(
+    tmp_path: Path, empty_db: str
+) -> None:
+    """mlflow's pattern: the application runs create_all() and then its revisions, the
+    first of which alters a table no revision creates. On an empty database the failure
+    says so, and only for the first revision."""
+    app = DATA / "alembic_app"
+    with pytest.raises(MigrationError) as failed:
+        fmt.run(app, empty_db, fmt.load(app).revisions[0].id)
+    lines = str(failed.value).splitlines()
+    assert lines[0].startswith('revision m1 failed (relation "runs" does not exist)')
+    assert lines[-1].startswith("the set's first revision changes objects no revision creates")
+    # a later revision missing a table is a plain failure
+    body = 'op.execute("ALTER TABLE nowhere ADD COLUMN n int")'
+    root = _with_revision(tmp_path, "c3", _revision("c3", "b2", body))
+    fmt.run(root, empty_db, "a1")
+    fmt.run(root, empty_db, "b2")
+    with pytest.raises(MigrationError) as later:
+        fmt.run(root, empty_db, "c3")
+    assert "no revision creates" not in str(later.value)

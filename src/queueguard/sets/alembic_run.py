@@ -102,10 +102,19 @@ class _Environment:
         self.context.configure = configure_with_hook  # type: ignore[method-assign]
 
 
-def _failure(outcome: Outcome, exc: BaseException, root: object) -> MigrationError:
+#: what a set's first revision fails with when its first tables come from the application
+#: (mlflow, for one, runs create_all() and then its revisions): undefined table, column,
+#: object, function, schema
+_NEEDS_A_BASE = frozenset({"42P01", "42703", "42704", "42883", "3F000"})
+
+
+def _failure(
+    outcome: Outcome, exc: BaseException, root: object, first: str | None = None
+) -> MigrationError:
     """The failed revision, what it sent last and what of it stays: as the SQL formats
     say it. Statements it ran in autocommit_block() committed (and, on entering the block,
-    what it ran before it); otherwise its transaction rolled back."""
+    what it ran before it); otherwise its transaction rolled back. `first`: the set's first
+    revision, which, failing for an object it does not create, says where those come from."""
     revision = outcome.running
     if revision is None:
         return MigrationError(f"{root}: env.py failed before any revision: {driver_reason(exc)}")
@@ -123,8 +132,15 @@ def _failure(outcome: Outcome, exc: BaseException, root: object) -> MigrationErr
     if outcome.committed:
         kept += f" (the revisions before it, {', '.join(outcome.committed)}, stay applied)"
     text = f"\n  {' '.join(failed.sql.split())[:200]}" if failed is not None else ""
+    sqlstate = getattr(exc, "sqlstate", None)
+    if revision == first and outcome.before is None and sqlstate in _NEEDS_A_BASE:
+        text += (
+            "\nthe set's first revision changes objects no revision creates: they come from "
+            "the application itself (its create_all() or first start), which must make them "
+            "before the revisions run (verify takes them with --base FILE)"
+        )
     error = MigrationError(f"revision {revision} failed ({driver_reason(exc)}); {kept}{text}")
-    error.sqlstate = getattr(exc, "sqlstate", None)
+    error.sqlstate = sqlstate
     return error
 
 
@@ -207,6 +223,7 @@ def upgrade(
                 yield step
 
         env = _Environment(cfg, script, fn=steps, destination_rev=target, on_applied=on_applied)
+        first = mset.revisions[0].id if mset.revisions else None
         try:
             with (
                 _alembic_running(),
@@ -220,7 +237,7 @@ def upgrade(
         except CommandError as exc:
             raise UsageError(f"{mset.root}: {exc}") from None
         except sa.exc.DBAPIError as exc:
-            raise _failure(outcome, exc.orig or exc, mset.root) from exc
+            raise _failure(outcome, exc.orig or exc, mset.root, first) from exc
         except psycopg.Error as exc:  # sent through the DBAPI cursor itself
-            raise _failure(outcome, exc, mset.root) from exc
+            raise _failure(outcome, exc, mset.root, first) from exc
     return outcome

@@ -1,6 +1,10 @@
 """Every statement a running revision sends, caught at the driver: psycopg's
-`Cursor.execute` and `Cursor.executemany`, and the connection's `commit`, wrapped for the
-thread that runs the revision while it runs (`sets.alembic`, `upgrade.plan`).
+`Cursor.execute` and `Cursor.executemany`, `ServerCursor.execute` (a server-side cursor's
+query, which psycopg declares without going through `Cursor.execute`: SQLAlchemy's
+`yield_per` and `stream_results`, as an ORM data migration reading in batches uses them),
+and the connection's `commit`, wrapped for the thread that runs the revision while it runs
+(`sets.alembic`, `upgrade.plan`). The rows a server-side cursor fetches later are not a
+statement of their own: what reading them costs shows on the statement that follows.
 
 At the driver rather than through SQLAlchemy's cursor events: a data migration may send SQL
 through the DBAPI cursor itself (`op.get_bind().connection.cursor()`, as queueguard's own
@@ -92,6 +96,7 @@ def tapped(
     is followed by `on_commit`."""
     tap = _Tap(dsn, around, on_commit)
     execute, executemany = psycopg.Cursor.execute, psycopg.Cursor.executemany
+    declare = psycopg.ServerCursor.execute
     commit = psycopg.Connection.commit
 
     def tapped_execute(self: psycopg.Cursor[Any], query: Any, params: Any = None, **kw: Any) -> Any:
@@ -106,6 +111,14 @@ def tapped(
         run = lambda: executemany(self, query, params_seq, **kw)  # noqa: E731
         return tap.statement(self.connection, _text(self, query), run)
 
+    def tapped_declare(
+        self: psycopg.ServerCursor[Any], query: Any, params: Any = None, **kw: Any
+    ) -> Any:
+        if not tap.mine():
+            return declare(self, query, params, **kw)
+        run = lambda: declare(self, query, params, **kw)  # noqa: E731
+        return tap.statement(self.connection, _text(self, query), run)
+
     def tapped_commit(self: psycopg.Connection[Any]) -> None:
         commit(self)
         if tap.mine():
@@ -114,10 +127,12 @@ def tapped(
     with _PATCH:
         psycopg.Cursor.execute = tapped_execute  # type: ignore[method-assign]
         psycopg.Cursor.executemany = tapped_many  # type: ignore[method-assign]
+        psycopg.ServerCursor.execute = tapped_declare  # type: ignore[method-assign]
         psycopg.Connection.commit = tapped_commit  # type: ignore[method-assign]
         try:
             yield
         finally:
             psycopg.Cursor.execute = execute  # type: ignore[method-assign]
             psycopg.Cursor.executemany = executemany  # type: ignore[method-assign]
+            psycopg.ServerCursor.execute = declare  # type: ignore[method-assign]
             psycopg.Connection.commit = commit  # type: ignore[method-assign]

@@ -204,6 +204,54 @@ def test_a_python_revision_over_the_budget_gets_no_form_and_a_cheap_one_needs_no
     assert decide([(rev, [line])], 1000.0, empty, {}) == []
 
 
+def _line(rev: str, i: int, sql: str, ms: float, held: float, locks: list[str]) -> Line:
+    taken = [("item", mode) for mode in locks]
+    seen = Observation(sql, True, ms / 1000, taken)
+    return Line(rev, i, seen, estimate_ms=ms, held_ms=held, blocking=taken)
+
+
+_ITEM = {"item": Size(rows=3000, heap_bytes=1 << 20, index_bytes=1 << 18, indexes=1)}
+_AEL = "AccessExclusiveLock"
+
+
+def test_a_cheap_statement_whose_lock_the_next_ones_hold_past_the_budget_is_refused() -> None:
+    """mlflow's 181f10493468 pattern: a cheap ALTER takes ACCESS EXCLUSIVE, then an ADD
+    PRIMARY KEY builds its index for 700 ms under that lock, already held, so its own line
+    shows no lock. Through env.py the revision is one transaction: the ALTER's lock is held
+    ~715 ms, and a 100 ms budget is not met by running it plain (it used to be, silently)."""
+    python = Revision("p1", None, "metrics", (), "", None)
+    alter = _line("p1", 0, "ALTER TABLE item ALTER COLUMN v TYPE float8", 15, 715, [_AEL])
+    add_pk = _line("p1", 1, "ALTER TABLE item ADD PRIMARY KEY (k, v)", 700, 700, [])
+    [decision] = decide([(python, [alter, add_pk])], 100.0, _ITEM, {})
+    assert (decision.revision, decision.index, decision.forms) == ("p1", 0, None)
+    assert decision.refusal and "Alembic revision" in decision.refusal
+    assert decide([(python, [alter, add_pk])], 1000.0, _ITEM, {}) == []
+
+    # run as SQL (a rendered revision, any SQL set): each statement priced on its own
+    sql = (
+        "ALTER TABLE item ALTER COLUMN v TYPE float8",
+        "ALTER TABLE item ADD PRIMARY KEY (k, v)",
+    )
+    rendered = Revision("s1", None, "metrics", (), "", sql)
+    add_pk_alone = _line("s1", 1, sql[1], 700, 700, [_AEL])
+    alter_sql = _line("s1", 0, sql[0], 15, 715, [_AEL])
+    # the ADD PRIMARY KEY goes online: the runner commits before it, the ALTER's hold ends
+    decisions = decide([(rendered, [alter_sql, add_pk_alone])], 100.0, _ITEM, {})
+    assert [(d.index, [f.kind for f in d.forms or ()]) for d in decisions] == [
+        (1, [choose.UNIQUE_INDEX])
+    ]
+    # a long statement with no form and no blocking lock of its own (a backfill) after a
+    # cheap ALTER in the same transaction: the ALTER's lock is held through it, refused
+    backfill_sql = (sql[0], "UPDATE item SET v = v * 2")
+    backfill = Revision("s2", None, "backfill", (), "", backfill_sql)
+    update = _line("s2", 1, backfill_sql[1], 900, 900, [])
+    [held] = decide(
+        [(backfill, [_line("s2", 0, sql[0], 15, 915, [_AEL]), update])], 100.0, _ITEM, {}
+    )
+    assert (held.index, held.forms) == (0, None)
+    assert held.refusal and "stays held ~915 ms, through statement 2" in held.refusal
+
+
 @pytest.mark.parametrize(
     ("index", "left_behind"),
     [

@@ -1,11 +1,19 @@
 """Which statements of the bill go online, and in which forms (pure): a statement whose
 read- or write-blocking lock on a table that already holds rows would be held longer than
 the budget at the target's size, by `plan`'s own estimate of that statement (on this path
-the revision commits before it, so no later statement's time is added to its hold)."""
+the revision commits before it, so no later statement's time is added to its hold).
+
+A statement that runs plain holds its lock to its transaction's commit, through every later
+statement of that transaction: on this path up to the next statement that goes online (the
+runner commits before it) or runs outside a transaction, or the revision's end; through
+env.py, the whole revision. One whose lock is held longer than the budget only because of
+the statements after it (a cheap `ALTER COLUMN … TYPE` before an `ADD PRIMARY KEY` that
+needs no lock of its own, the lock being held already) is refused too, with that reason:
+it has no form of its own, and running it plain would hold its lock past the budget."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 
 from queueguard.sets import Revision
@@ -43,6 +51,62 @@ def over_budget(line: Line, budget_ms: float, sizes: Mapping[str, Size]) -> bool
     return any(_has_rows(rel, sizes, {}) for rel, _ in line.blocking)
 
 
+def holds_over(line: Line, budget_ms: float, sizes: Mapping[str, Size]) -> bool:
+    """A blocking lock on a table holding rows held, as the bill computed it (to the
+    transaction's commit: for an Alembic revision through env.py, the revision's end), longer
+    than the budget."""
+    if line.held_ms <= budget_ms:
+        return False
+    return any(_has_rows(rel, sizes, {}) for rel, _ in line.blocking)
+
+
+def _holds(lines: Sequence[Line], online: Collection[int]) -> list[tuple[float, int]]:
+    """(how long each line's locks stay held on this path, the last line they are held
+    through): its own estimate plus every later line's of its transaction, which ends before
+    a line in `online` and at a line outside a transaction (or the revision's end)."""
+    found: list[tuple[float, int]] = [(0.0, 0)] * len(lines)
+    run, last = 0.0, len(lines) - 1
+    for i in range(len(lines) - 1, -1, -1):
+        line = lines[i]
+        if not line.seen.transactional or i in online:
+            found[i] = (line.estimate_ms, i)
+            run, last = 0.0, i - 1
+            continue
+        run += line.estimate_ms
+        found[i] = (run, last)
+    return found
+
+
+def _held_past(
+    lines: Sequence[Line],
+    online: Collection[int],
+    budget_ms: float,
+    sizes: Mapping[str, Size],
+) -> list[tuple[int, float, int]]:
+    """(line, hold, the last line it is held through) for each line not over the budget by
+    itself whose blocking lock on a table with rows stays held longer than the budget through
+    the lines after it."""
+    found: list[tuple[int, float, int]] = []
+    for i, (hold, last) in enumerate(_holds(lines, online)):
+        line = lines[i]
+        if i in online or last <= i or hold <= budget_ms or over_budget(line, budget_ms, sizes):
+            continue
+        if any(_has_rows(rel, sizes, {}) for rel, _ in line.blocking):
+            found.append((i, hold, last))
+    return found
+
+
+def _held_why(
+    line: Line, hold: float, through: int, budget_ms: float, sizes: Mapping[str, Size]
+) -> str:
+    rel, mode = next((r, m) for r, m in line.blocking if _has_rows(r, sizes, {}))
+    return (
+        f"runs ~{line.estimate_ms:.0f} ms itself, but its {mode} on {rel} stays held ~{hold:.0f} "
+        f"ms, through statement {through} of the revision, to its transaction's commit (the "
+        f"budget is {budget_ms:.0f} ms; no statement in between goes online to commit before it)"
+    )
+
+
 def decide(
     revisions: Sequence[tuple[Revision, list[Line]]],
     budget_ms: float,
@@ -58,13 +122,15 @@ def decide(
         statements = rev.statements
         if statements is None:  # a Python revision: its statements are known only as it runs
             why = (unrendered or {}).get(rev.id)
+            refusal = f"{_PYTHON_REVISION}: {why}" if why else _PYTHON_REVISION
+            # through env.py the revision is one transaction: the bill's held_ms is the hold
             for line in lines:
-                if over_budget(line, budget_ms, sizes):
-                    refusal = f"{_PYTHON_REVISION}: {why}" if why else _PYTHON_REVISION
+                if over_budget(line, budget_ms, sizes) or holds_over(line, budget_ms, sizes):
                     found.append(Decision(rev.id, line.index, line, None, refusal))
             continue
         where = positions(statements, start.get(rev.id, 0))
-        for line in lines:
+        mine: dict[int, Decision] = {}
+        for at, line in enumerate(lines):
             if not over_budget(line, budget_ms, sizes):
                 continue
             index = where[line.index]
@@ -73,9 +139,15 @@ def decide(
             )
             chosen = choose(statements[index], rewrites=table_rewritten, created=line.seen.created)
             if isinstance(chosen, NoForm):
-                found.append(Decision(rev.id, index, line, None, chosen.reason))
+                mine[at] = Decision(rev.id, index, line, None, chosen.reason)
             else:
-                found.append(Decision(rev.id, index, line, chosen))
+                mine[at] = Decision(rev.id, index, line, chosen)
+        online = {at for at, d in mine.items() if d.forms}
+        for at, hold, last in _held_past(lines, online, budget_ms, sizes):
+            through = where[lines[last].index] + 1
+            why = _held_why(lines[at], hold, through, budget_ms, sizes)
+            mine[at] = Decision(rev.id, where[lines[at].index], lines[at], None, why)
+        found.extend(mine[at] for at in sorted(mine))
     return found
 
 
