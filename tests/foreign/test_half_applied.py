@@ -3,7 +3,19 @@ half-applied version is judged by."""
 
 from __future__ import annotations
 
-from queueguard.upgrade.foreign.half_applied import _body, dropped, objects
+from pathlib import Path
+from typing import Any, cast
+
+from queueguard.sets import MigrationSet, Revision
+from queueguard.upgrade.foreign.half_applied import (
+    Found,
+    _body,
+    _unquote,
+    dropped,
+    found,
+    objects,
+    refuse,
+)
 
 
 def test_created_objects_with_their_tolerance_per_object() -> None:
@@ -36,3 +48,81 @@ def test_dropped_objects() -> None:
 def test_index_definitions_compare_without_their_names() -> None:
     assert _body("CREATE INDEX a ON public.t USING btree (x)") == "btree (x)"
     assert _body("CREATE UNIQUE INDEX b ON t USING btree (x)") == "UNIQUE btree (x)"
+
+
+def test_each_kind_of_created_object_and_its_name_as_written() -> None:
+    assert objects('CREATE UNLOGGED TABLE "Odd".t2 (a int)') == [("table", '"Odd".t2', None, False)]
+    assert objects("CREATE TABLE IF NOT EXISTS t (a int)") == [("table", "t", None, True)]
+    # only IF NOT EXISTS before the column list counts: not a default's text
+    assert objects("CREATE TABLE t (a text DEFAULT 'x IF NOT EXISTS y')") == [
+        ("table", "t", None, False)
+    ]
+    assert objects("CREATE SEQUENCE IF NOT EXISTS s") == [("sequence", "s", None, True)]
+    assert objects("CREATE MATERIALIZED VIEW mv AS SELECT 1") == [("view", "mv", None, False)]
+    assert objects("CREATE VIEW v AS SELECT 1") == [("view", "v", None, False)]
+    assert objects("CREATE TYPE mood AS ENUM ('a')") == [("type", "mood", None, False)]
+    assert objects("CREATE FUNCTION f() RETURNS int LANGUAGE sql AS 'SELECT 1'") == [
+        ("function", "f", None, False)
+    ]
+    assert objects("CREATE PROCEDURE p() LANGUAGE sql AS ''") == [("function", "p", None, False)]
+    assert objects("INSERT INTO t VALUES (1)") == []
+    assert objects("ALTER TABLE t RENAME TO u") == []
+
+
+def test_added_columns_with_their_declared_types() -> None:
+    assert objects(
+        "ALTER TABLE s.t ADD c  character   varying(10) NOT NULL DEFAULT 'x',"
+        " ADD PRIMARY KEY (c), add constraint k CHECK (c <> ''), ADD COLUMN d int"
+    ) == [
+        ("column", "s.t.c", "character varying(10)", False),
+        ("column", "s.t.d", "int", False),
+    ]
+
+
+def test_each_kind_of_dropped_object() -> None:
+    assert dropped("DROP MATERIALIZED VIEW mv") == [("view", "mv")]
+    assert dropped("drop view v") == [("view", "v")]
+    assert dropped("DROP FUNCTION f(int)") == [("function", "f")]
+    assert dropped("DROP TABLE a ,  b") == [("table", "a"), ("table", "b")]
+    assert dropped("ALTER TABLE t DROP COLUMN IF EXISTS c, drop constraint k, DROP d") == [
+        ("column", "t.c"),
+        ("column", "t.d"),
+    ]
+    assert dropped("INSERT INTO t VALUES (1)") == []
+
+
+def test_names_as_the_catalog_spells_them() -> None:
+    assert _unquote('"My""T".Col') == 'My"T.col'
+    assert _unquote("Public.TemporalChangeVersion") == "public.temporalchangeversion"
+
+
+def test_objects_dropped_first_or_created_if_not_exists_are_not_looked_up() -> None:
+    """No object here is evidence, so none is looked up (there is no connection to ask)."""
+    rev = Revision(
+        "2",
+        "1",
+        "fix",
+        (Path("V2__fix.sql"),),
+        "x",
+        (
+            "DROP VIEW v",
+            "CREATE TABLE v (a int)",  # a view dropped, a table of its name created
+            "DROP INDEX ix",
+            'CREATE INDEX "IX" ON t (a)',
+            "ALTER TABLE t DROP COLUMN c",
+            "ALTER TABLE t ADD COLUMN C int",
+            "CREATE SEQUENCE IF NOT EXISTS s",
+        ),
+    )
+    assert found(cast(Any, None), rev) == []
+
+
+def test_only_temporal_and_sqldir_sets_are_checked() -> None:
+    rev = Revision("1", None, "x", (Path("1.py"),), "x", ("CREATE TABLE t (a int)",))
+    for fmt in ("alembic", "queueguard"):
+        refuse(cast(Any, None), MigrationSet(fmt, Path("/set"), (rev,)), rev)
+
+
+def test_a_found_object_says_what_it_is_and_the_verdict() -> None:
+    line = Found("table", "t", "CREATE TABLE t (a int)", "matches what it would create").line()
+    assert line == "table t exists (matches what it would create)"
