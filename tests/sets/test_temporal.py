@@ -512,3 +512,93 @@ def test_a_version_row_kept_under_other_names_is_said_with_the_statement_to_adop
         "o'ld at no version (restored under another name?)"
     )
     assert temporal.take_over_statement("o'ld").endswith("AND db_name = 'o''ld';")
+
+
+# --- manifests and statements, exactly as said -----------------------------------------------
+
+
+def manifest_error(raw: bytes) -> str:
+    with pytest.raises(UsageError) as caught:
+        temporal.parse_manifest(raw, "v2.0/manifest.json")
+    return str(caught.value)
+
+
+def test_a_null_manifest_is_an_empty_one() -> None:
+    # encoding/json leaves the struct's zero values for `null`: no CurrVersion
+    assert manifest_error(b"null") == "v2.0/manifest.json: invalid CurrVersion ''"
+
+
+def test_unknown_keys_and_null_values_are_ignored() -> None:
+    parsed = temporal.parse_manifest(
+        json.dumps(
+            {
+                "CurrVersion": "2.0",
+                "MinCompatibleVersion": "1.0",
+                "AllowNoCqlFiles": True,
+                "Description": None,
+                "Extra": 1,
+            }
+        ).encode(),
+        "m",
+    )
+    assert parsed.description == ""
+    assert parsed.files == ()
+    assert parsed.allow_no_files is True
+
+
+def test_manifest_errors_as_said() -> None:
+    assert manifest_error(b'{"CurrVersion": "2.0", "SchemaUpdateCqlFiles": [1]}') == (
+        "v2.0/manifest.json: SchemaUpdateCqlFiles must be a list of strings, got [1]"
+    )
+    assert manifest_error(b'{"CurrVersion": "2.0", "MinCompatibleVersion": "1.0"}') == (
+        "v2.0/manifest.json: SchemaUpdateCqlFiles lists no files (a version without statements "
+        'needs "AllowNoCqlFiles": true)'
+    )
+
+
+def test_versions_in_a_manifest_lose_one_leading_v() -> None:
+    parsed = temporal.parse_manifest(
+        b'{"CurrVersion": "v2.0", "MinCompatibleVersion": "v1.0", "AllowNoCqlFiles": true}', "m"
+    )
+    assert (parsed.curr_version, parsed.min_compatible_version) == ("2.0", "1.0")
+    assert temporal._normalize("vv1") == "v1"
+    assert temporal._normalize("1.0") == "1.0"
+
+
+def test_a_v_prefixed_curr_version_matches_its_folder(tree: Path) -> None:
+    write_manifest(
+        tree / "v2.0", CurrVersion="v2.0", MinCompatibleVersion="1.0", AllowNoCqlFiles=True
+    )
+    assert temporal.load(tree).ids[-1] == "2.0"
+
+
+def test_a_refused_statement_is_named_by_its_first_word() -> None:
+    with pytest.raises(UsageError) as caught:
+        temporal.check_statement("UPDATE dogs SET name = 'x'", "x.sql")
+    assert str(caught.value) == (
+        "x.sql: temporal-sql-tool refuses a statement starting with 'UPDATE' "
+        "(it accepts only CREATE, ALTER, INSERT, DROP, DO, upper case)"
+    )
+    with pytest.raises(UsageError, match="refuses a statement starting with ''"):
+        temporal.check_statement("-- only a comment", "x.sql")
+
+
+def test_only_leading_comment_lines_are_skipped() -> None:
+    temporal.check_statement("-- why\nCREATE TABLE t (\n  id INT\n)", "x.sql")
+    with pytest.raises(UsageError, match="starting with 'id'"):
+        temporal.check_statement("id INT -- a comment\n", "x.sql")
+
+
+def test_a_listed_file_naming_the_sets_parent_is_outside_the_set(tree: Path) -> None:
+    write_manifest(
+        tree / "v2.0", CurrVersion="2.0", MinCompatibleVersion="1.0", SchemaUpdateCqlFiles=["../.."]
+    )
+    assert "listed file '../..' is outside the set" in load_error(tree)
+
+
+def test_the_version_key_reads_every_spelling() -> None:
+    assert temporal.version_key(" v1.10 ") == (1, 10, 0)
+    assert temporal.version_key("2") == (2, 0, 0)
+    assert temporal.version_key("1.2.3") == (1, 2, 3)
+    with pytest.raises(UsageError, match=r"not a Temporal schema version: 'vv1'"):
+        temporal.version_key("vv1")
