@@ -3,9 +3,14 @@ half-applied version is judged by."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, cast
 
+import psycopg
+import pytest
+
+from queueguard.errors import HalfApplied
 from queueguard.sets import MigrationSet, Revision
 from queueguard.upgrade.foreign.half_applied import (
     Found,
@@ -126,3 +131,98 @@ def test_only_temporal_and_sqldir_sets_are_checked() -> None:
 def test_a_found_object_says_what_it_is_and_the_verdict() -> None:
     line = Found("table", "t", "CREATE TABLE t (a int)", "matches what it would create").line()
     assert line == "table t exists (matches what it would create)"
+
+
+# --- on a server: each kind of object found, and compared -------------------------------------
+
+EXISTING = [
+    "CREATE TABLE t (id int PRIMARY KEY, a text, b varchar(10))",
+    "CREATE TABLE w (id int NOT NULL, n text)",
+    "CREATE INDEX t_a ON t (a)",
+    "CREATE SEQUENCE s",
+    "CREATE VIEW v AS SELECT 1 AS x",
+    "CREATE TYPE mood AS ENUM ('a')",
+    "CREATE FUNCTION f() RETURNS int LANGUAGE sql AS 'SELECT 1'",
+]
+
+
+@pytest.fixture
+def conn(empty_db: str) -> Iterator[psycopg.Connection[Any]]:
+    with psycopg.connect(empty_db, autocommit=True) as setup:
+        for statement in EXISTING:
+            setup.execute(statement)  # type: ignore[arg-type]
+    with psycopg.connect(empty_db) as connection:
+        yield connection
+
+
+def test_each_existing_object_is_found_and_compared(conn: psycopg.Connection[Any]) -> None:
+    rev = Revision(
+        "2",
+        "1",
+        "x",
+        (Path("2.sql"),),
+        "x",
+        (
+            "CREATE TABLE t (id int PRIMARY KEY, a text, b varchar(10))",
+            "CREATE TABLE w (id bigint)",
+            "CREATE TABLE u (x int)",  # not there: no evidence
+            "CREATE TABLE public.w (x nosuchtype)",
+            "CREATE SEQUENCE s",
+            "CREATE VIEW v AS SELECT 1 AS x",
+            "CREATE TYPE mood AS ENUM ('a')",
+            "CREATE FUNCTION public.f() RETURNS int LANGUAGE sql AS 'SELECT 1'",
+            "CREATE FUNCTION g() RETURNS int LANGUAGE sql AS 'SELECT 1'",
+            "ALTER TABLE t ADD COLUMN b varchar(10), ADD COLUMN c int, ADD a int",
+            "ALTER TABLE t ADD COLUMN id nosuchtype",
+            "CREATE INDEX t_a ON t (a)",
+            "CREATE UNIQUE INDEX t_a ON t (a)",
+            "CREATE INDEX t_id ON t (id)",
+        ),
+    )
+    assert [f.line() for f in found(conn, rev)] == [
+        "table t exists (matches what it would create)",
+        "table w exists (differs: it has (id integer NOT NULL, n text), the revision would "
+        "create (id bigint))",
+        'table public.w exists (cannot be compared: type "nosuchtype" does not exist)',
+        "sequence s exists (cannot be compared: only its existence is checked)",
+        "view v exists (cannot be compared: only its existence is checked)",
+        "type mood exists (cannot be compared: only its existence is checked)",
+        "function public.f exists (cannot be compared: only its existence is checked)",
+        "column t.b exists (matches what it would create)",
+        "column t.a exists (differs: it is text, the revision would make it integer)",
+        'column t.id exists (cannot be compared: type "nosuchtype" does not exist)',
+        "index t_a exists (matches what it would create)",
+        "index t_a exists (differs: it is `CREATE INDEX t_a ON public.t USING btree (a)`)",
+    ]
+    # every probe was rolled back: nothing of it is left, and the transaction is usable
+    row = conn.execute(
+        "SELECT to_regnamespace('queueguard_probe') IS NULL,"
+        " to_regclass('pg_temp.queueguard_probe') IS NULL"
+    ).fetchone()
+    assert row == (True, True)
+
+
+def test_a_half_applied_sqldir_revision_is_refused_naming_its_objects(
+    conn: psycopg.Connection[Any],
+) -> None:
+    rev = Revision(
+        "3",
+        "2",
+        "x",
+        (Path("3_x.sql"),),
+        "x",
+        ("CREATE SEQUENCE s", "CREATE INDEX t_a ON t (a)", "CREATE TABLE u (x int)"),
+    )
+    with pytest.raises(HalfApplied) as caught:
+        refuse(conn, MigrationSet("sqldir", Path("/set"), (rev,)), rev)
+    assert str(caught.value) == (
+        "revision 3 looks half applied (by another tool?): the version row has not moved, no "
+        "progress of ours is recorded, and 2 of its objects exist already:\n"
+        "  sequence s exists (cannot be compared: only its existence is checked)\n"
+        "  index t_a exists (matches what it would create)\n"
+        "nothing was changed; finish or undo that version by hand (or restore a backup), "
+        "then rerun"
+    )
+    # a revision none of whose objects exist passes
+    fresh = Revision("4", "3", "x", (Path("4_x.sql"),), "x", ("CREATE TABLE u (x int)",))
+    refuse(conn, MigrationSet("temporal", Path("/set"), (fresh,)), fresh)
