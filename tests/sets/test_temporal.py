@@ -23,7 +23,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from queueguard.errors import UsageError
+from queueguard.errors import UsageError, VersionKeyedElsewhere
 from queueguard.sets import temporal
 from queueguard.sets.model import MigrationSet
 
@@ -602,3 +602,30 @@ def test_the_version_key_reads_every_spelling() -> None:
     assert temporal.version_key("1.2.3") == (1, 2, 3)
     with pytest.raises(UsageError, match=r"not a Temporal schema version: 'vv1'"):
         temporal.version_key("vv1")
+
+
+def test_a_version_row_under_another_name_is_refused_and_can_be_taken_over(
+    conn: psycopg.Connection[Any],
+) -> None:
+    assert temporal.take_over_version(conn, "prod") == 0  # no table: nothing to move
+    conn.commit()
+    with conn.transaction():
+        temporal.setup(conn)
+        conn.execute("UPDATE schema_version SET db_name = 'prod'")
+    with pytest.raises(VersionKeyedElsewhere) as caught:
+        temporal.current(conn)
+    assert str(caught.value).startswith(
+        f"no version row for database {conn.info.dbname}; schema_version has one for prod at "
+        "0.0 (restored under another name?)"
+    )
+    conn.rollback()
+    assert temporal.take_over_version(conn, "staging") == 0
+    assert temporal.take_over_version(conn, "prod") == 1
+    assert temporal.current(conn) == "0.0"
+
+
+def test_a_version_row_without_a_version_is_no_version(conn: psycopg.Connection[Any]) -> None:
+    with conn.transaction():
+        temporal.setup(conn)
+        conn.execute("UPDATE schema_version SET curr_version = NULL")
+    assert temporal.current(conn) is None
