@@ -53,6 +53,11 @@ def test_dropped_objects() -> None:
 def test_index_definitions_compare_without_their_names() -> None:
     assert _body("CREATE INDEX a ON public.t USING btree (x)") == "btree (x)"
     assert _body("CREATE UNIQUE INDEX b ON t USING btree (x)") == "UNIQUE btree (x)"
+    # the first USING is the access method's: a predicate may spell it again
+    assert (
+        _body("CREATE INDEX c ON t USING btree (x) WHERE (note = ' USING ')")
+        == "btree (x) WHERE (note = ' USING ')"
+    )
 
 
 def test_each_kind_of_created_object_and_its_name_as_written() -> None:

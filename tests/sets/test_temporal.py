@@ -532,11 +532,11 @@ def test_unknown_keys_and_null_values_are_ignored() -> None:
     parsed = temporal.parse_manifest(
         json.dumps(
             {
+                "Description": None,  # null first: the keys after it are still read
+                "Extra": 1,
                 "CurrVersion": "2.0",
                 "MinCompatibleVersion": "1.0",
                 "AllowNoCqlFiles": True,
-                "Description": None,
-                "Extra": 1,
             }
         ).encode(),
         "m",
@@ -550,6 +550,11 @@ def test_manifest_errors_as_said() -> None:
     assert manifest_error(b'{"CurrVersion": "2.0", "SchemaUpdateCqlFiles": [1]}') == (
         "v2.0/manifest.json: SchemaUpdateCqlFiles must be a list of strings, got [1]"
     )
+    assert manifest_error(b'{"CurrVersion": "2.0"}') == (
+        "v2.0/manifest.json: invalid MinCompatibleVersion ''"
+    )
+    assert manifest_error(b"[]") == "v2.0/manifest.json: expected a JSON object, got list"
+    assert manifest_error(b"{not json").startswith("v2.0/manifest.json: not valid JSON (")
     assert manifest_error(b'{"CurrVersion": "2.0", "MinCompatibleVersion": "1.0"}') == (
         "v2.0/manifest.json: SchemaUpdateCqlFiles lists no files (a version without statements "
         'needs "AllowNoCqlFiles": true)'
@@ -629,3 +634,59 @@ def test_a_version_row_without_a_version_is_no_version(conn: psycopg.Connection[
         temporal.setup(conn)
         conn.execute("UPDATE schema_version SET curr_version = NULL")
     assert temporal.current(conn) is None
+
+
+def test_leading_whitespace_before_a_statement_is_skipped() -> None:
+    temporal.check_statement("\n  CREATE TABLE t (id INT)", "x.sql")
+
+
+def test_a_root_with_version_folders_of_its_own_is_read_even_beside_versioned(
+    tree: Path,
+) -> None:
+    (tree / "versioned").mkdir()  # the root's own v* folders win
+    assert temporal.load(tree).root == tree
+    assert temporal.detect(tree)
+
+
+def test_load_errors_name_the_file_they_come_from(tree: Path) -> None:
+    (tree / "v2.0").mkdir()
+    manifest = tree / "v2.0" / "manifest.json"
+    manifest.write_text('{"CurrVersion": 2}')
+    assert load_error(tree) == f"{manifest}: CurrVersion must be str, got 2"
+    write_manifest(
+        tree / "v2.0",
+        CurrVersion="2.0",
+        MinCompatibleVersion="1.0",
+        SchemaUpdateCqlFiles=["missing.sql"],
+    )
+    assert load_error(tree) == (
+        f"{manifest}: listed file 'missing.sql' does not exist ({tree / 'v2.0' / 'missing.sql'})"
+    )
+    write_manifest(
+        tree / "v2.0", CurrVersion="2.0", MinCompatibleVersion="1.0", SchemaUpdateCqlFiles=["a.sql"]
+    )
+    sql = tree / "v2.0" / "a.sql"
+    sql.write_text("-- nothing\n")
+    assert load_error(tree) == (
+        f"{manifest}: its files hold no statements (the tool: found 0 updates)"
+    )
+    sql.write_text("UPDATE dogs SET name = 'x';")
+    assert load_error(tree).startswith(f"{sql}: temporal-sql-tool refuses a statement")
+    sql.write_bytes(b"CREATE TABLE caf\xe9 (id INT);")
+    assert load_error(tree).startswith(f"{sql}: not UTF-8 (")
+    sql.write_text("CREATE TABLE t (name text DEFAULT 'unterminated);")
+    message = load_error(tree)
+    assert message.startswith(f"{sql}: ") and "line 1" in message
+
+
+def test_the_statement_that_adopts_a_single_row_kept_under_another_name() -> None:
+    assert temporal.keyed_elsewhere("staging", [("prod", "1.12")]) == (
+        "no version row for database staging; schema_version has one for prod at 1.12 "
+        "(restored under another name?); nothing was changed. To adopt it: UPDATE "
+        "schema_version SET db_name = current_database() WHERE version_partition = 0 AND "
+        "db_name = 'prod';"
+    )
+    assert temporal.keyed_elsewhere("staging", [("a", "1.0"), ("b", "1.1")]).endswith(
+        "To adopt the one it was restored from: UPDATE schema_version SET db_name = "
+        "current_database() WHERE version_partition = 0 AND db_name = 'NAME';"
+    )
