@@ -67,6 +67,9 @@ def test_each_kind_of_created_object_and_its_name_as_written() -> None:
     assert objects("CREATE TABLE t (a text DEFAULT 'x IF NOT EXISTS y')") == [
         ("table", "t", None, False)
     ]
+    assert objects("CREATE TABLE t (a text DEFAULT 'IF NOT EXISTS', b varchar(3))") == [
+        ("table", "t", None, False)
+    ]
     assert objects("CREATE SEQUENCE IF NOT EXISTS s") == [("sequence", "s", None, True)]
     assert objects("CREATE MATERIALIZED VIEW mv AS SELECT 1") == [("view", "mv", None, False)]
     assert objects("CREATE VIEW v AS SELECT 1") == [("view", "v", None, False)]
@@ -182,6 +185,12 @@ def test_each_existing_object_is_found_and_compared(conn: psycopg.Connection[Any
             "CREATE INDEX t_a ON t (a)",
             "CREATE UNIQUE INDEX t_a ON t (a)",
             "CREATE INDEX t_id ON t (id)",
+            "CREATE TABLE public.w (id int NOT NULL, n text)",
+            "ALTER TABLE public.t ADD COLUMN b varchar(10)",
+            "CREATE INDEX t_a",
+            "CREATE INDEX t_a ON t (nosuchcolumn)",
+            "DROP TABLE t_a",  # a table of the index's name: the index is still evidence
+            "CREATE INDEX t_a ON t (a)",
         ),
     )
     assert [f.line() for f in found(conn, rev)] == [
@@ -198,7 +207,13 @@ def test_each_existing_object_is_found_and_compared(conn: psycopg.Connection[Any
         'column t.id exists (cannot be compared: type "nosuchtype" does not exist)',
         "index t_a exists (matches what it would create)",
         "index t_a exists (differs: it is `CREATE INDEX t_a ON public.t USING btree (a)`)",
+        "table public.w exists (matches what it would create)",
+        "column public.t.b exists (matches what it would create)",
+        "index t_a exists (cannot be compared: the statement was not understood)",
+        'index t_a exists (cannot be compared: column "nosuchcolumn" does not exist)',
+        "index t_a exists (matches what it would create)",
     ]
+    assert [f.statement for f in found(conn, rev)][:2] == list(rev.statements or ())[:2]
     # every probe was rolled back: nothing of it is left, and the transaction is usable
     row = conn.execute(
         "SELECT to_regnamespace('queueguard_probe') IS NULL,"
@@ -231,3 +246,22 @@ def test_a_half_applied_sqldir_revision_is_refused_naming_its_objects(
     # a revision none of whose objects exist passes
     fresh = Revision("4", "3", "x", (Path("4_x.sql"),), "x", ("CREATE TABLE u (x int)",))
     refuse(conn, MigrationSet("temporal", Path("/set"), (fresh,)), fresh)
+
+
+def test_the_probe_table_resolves_names_on_the_sessions_search_path(
+    conn: psycopg.Connection[Any],
+) -> None:
+    conn.execute("CREATE SCHEMA other")
+    conn.execute("CREATE TYPE other.size AS ENUM ('s', 'm')")
+    conn.execute("CREATE TABLE public.sized (s other.size)")
+    conn.execute("SET search_path = other, public")
+    rev = Revision("2", "1", "x", (Path("2.sql"),), "x", ("CREATE TABLE sized (s size)",))
+    assert [f.line() for f in found(conn, rev)] == [
+        "table sized exists (matches what it would create)"
+    ]
+
+
+def test_a_half_applied_temporal_version_is_refused(conn: psycopg.Connection[Any]) -> None:
+    rev = Revision("1.1", "1.0", "x", (Path("a.sql"),), "x", ("CREATE SEQUENCE s",))
+    with pytest.raises(HalfApplied, match=r"revision 1\.1 looks half applied"):
+        refuse(conn, MigrationSet("temporal", Path("/set"), (rev,)), rev)

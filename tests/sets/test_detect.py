@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import shutil
 from pathlib import Path
 
 import pytest
@@ -79,3 +80,14 @@ def test_our_own_set_as_a_format() -> None:
     assert first.files == (path,)
     assert first.statements is None
     assert first.checksum == hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def test_our_own_set_is_read_from_the_folder_given(tmp_path: Path) -> None:
+    copy = tmp_path / "migrations"
+    shutil.copytree(OURS, copy)
+    mset = load(copy)
+    assert mset.root == copy.resolve()
+    assert mset.revisions[0].files == (copy.resolve() / "versions" / f"{mset.ids[0]}.py",)
+    # its revisions are the folder's, not the packaged set's
+    (copy / "versions" / f"{mset.ids[-1]}.py").unlink()
+    assert load(copy).ids == mset.ids[:-1]

@@ -178,3 +178,25 @@ def test_the_ledger_records_applied_files_and_finds_tampering(
         "2_b.sql: changed since it was applied",
         f"10: applied, but {root} no longer has it",
     ]
+
+
+def test_refusals_say_what_a_line_is_made_of() -> None:
+    with pytest.raises(UsageError) as caught:
+        sqldir._version_of(Path("/set/R__views.sql"))
+    assert str(caught.value) == (
+        "/set/R__views.sql: Flyway repeatable and undo migrations are not supported "
+        "(only versioned V<n>__name.sql files form a line)"
+    )
+    with pytest.raises(UsageError) as caught:
+        sqldir._version_of(Path("/set/create.sql"))
+    assert str(caught.value) == (
+        "/set/create.sql: no version in the file name (expected e.g. 001_name.sql, "
+        "V1__name.sql or 000001_name.up.sql)"
+    )
+
+
+def test_a_file_the_splitter_refuses_is_named(tmp_path: Path) -> None:
+    root = write(tmp_path, {"1_a.sql": "CREATE TABLE t (name text DEFAULT 'unterminated);"})
+    with pytest.raises(UsageError) as caught:
+        sqldir.load(root)
+    assert str(caught.value).startswith(f"{root / '1_a.sql'}:")
