@@ -265,3 +265,26 @@ def test_a_half_applied_temporal_version_is_refused(conn: psycopg.Connection[Any
     rev = Revision("1.1", "1.0", "x", (Path("a.sql"),), "x", ("CREATE SEQUENCE s",))
     with pytest.raises(HalfApplied, match=r"revision 1\.1 looks half applied"):
         refuse(conn, MigrationSet("temporal", Path("/set"), (rev,)), rev)
+
+
+def test_a_schema_whose_quoted_name_holds_a_dot(conn: psycopg.Connection[Any]) -> None:
+    conn.execute('CREATE SCHEMA "odd.s"')
+    conn.execute('CREATE TABLE "odd.s".q (a int)')
+    conn.execute("CREATE FUNCTION \"odd.s\".g() RETURNS int LANGUAGE sql AS 'SELECT 1'")
+    conn.execute('SET search_path = "odd.s", public')
+    rev = Revision(
+        "2",
+        "1",
+        "x",
+        (Path("2.sql"),),
+        "x",
+        (
+            'CREATE TABLE "odd.s".q (a int)',
+            "CREATE FUNCTION \"odd.s\".g() RETURNS int LANGUAGE sql AS 'SELECT 1'",
+        ),
+    )
+    # (the names shown are mangled by _unquote, which splits on every dot: not asserted here)
+    assert [(f.kind, f.verdict) for f in found(conn, rev)] == [
+        ("table", "matches what it would create"),
+        ("function", "cannot be compared: only its existence is checked"),
+    ]

@@ -91,3 +91,14 @@ def test_our_own_set_is_read_from_the_folder_given(tmp_path: Path) -> None:
     # its revisions are the folder's, not the packaged set's
     (copy / "versions" / f"{mset.ids[-1]}.py").unlink()
     assert load(copy).ids == mset.ids[:-1]
+
+
+def test_a_revision_file_not_named_by_its_id_has_no_checksum(tmp_path: Path) -> None:
+    copy = tmp_path / "migrations"
+    shutil.copytree(OURS, copy)
+    first = load(copy).ids[0]
+    (copy / "versions" / f"{first}.py").rename(copy / "versions" / f"{first}_renamed.py")
+    renamed = load(copy)
+    assert renamed.ids[0] == first  # the id is the file's `revision`, not its name
+    assert renamed.revisions[0].checksum == ""
+    assert renamed.revisions[1].checksum != ""
