@@ -138,6 +138,9 @@ def test_a_folder_with_env_py_and_versions_is_the_script_location(tmp_path: Path
 
 def test_an_env_py_calling_file_config_leaves_the_hosts_logging_alone() -> None:
     host = logging.getLogger("queueguard.test.host")
+    # loggers are process-wide: a test that ran Alembic's own `command.current` (its env.py's
+    # fileConfig, outside queueguard) in this process before has disabled it already
+    host.disabled = False
     root = logging.getLogger()
     handlers, level = list(root.handlers), root.level
     fmt.load(PLAIN)  # its env.py calls fileConfig, which disables existing loggers

@@ -23,7 +23,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from queueguard.errors import UsageError
+from queueguard.errors import UsageError, VersionKeyedElsewhere
 from queueguard.sets import temporal
 from queueguard.sets.model import MigrationSet
 
@@ -512,3 +512,181 @@ def test_a_version_row_kept_under_other_names_is_said_with_the_statement_to_adop
         "o'ld at no version (restored under another name?)"
     )
     assert temporal.take_over_statement("o'ld").endswith("AND db_name = 'o''ld';")
+
+
+# --- manifests and statements, exactly as said -----------------------------------------------
+
+
+def manifest_error(raw: bytes) -> str:
+    with pytest.raises(UsageError) as caught:
+        temporal.parse_manifest(raw, "v2.0/manifest.json")
+    return str(caught.value)
+
+
+def test_a_null_manifest_is_an_empty_one() -> None:
+    # encoding/json leaves the struct's zero values for `null`: no CurrVersion
+    assert manifest_error(b"null") == "v2.0/manifest.json: invalid CurrVersion ''"
+
+
+def test_unknown_keys_and_null_values_are_ignored() -> None:
+    parsed = temporal.parse_manifest(
+        json.dumps(
+            {
+                "Description": None,  # null first: the keys after it are still read
+                "Extra": 1,
+                "CurrVersion": "2.0",
+                "MinCompatibleVersion": "1.0",
+                "AllowNoCqlFiles": True,
+            }
+        ).encode(),
+        "m",
+    )
+    assert parsed.description == ""
+    assert parsed.files == ()
+    assert parsed.allow_no_files is True
+
+
+def test_manifest_errors_as_said() -> None:
+    assert manifest_error(b'{"CurrVersion": "2.0", "SchemaUpdateCqlFiles": [1]}') == (
+        "v2.0/manifest.json: SchemaUpdateCqlFiles must be a list of strings, got [1]"
+    )
+    assert manifest_error(b'{"CurrVersion": "2.0"}') == (
+        "v2.0/manifest.json: invalid MinCompatibleVersion ''"
+    )
+    assert manifest_error(b"[]") == "v2.0/manifest.json: expected a JSON object, got list"
+    assert manifest_error(b"{not json").startswith("v2.0/manifest.json: not valid JSON (")
+    assert manifest_error(b'{"CurrVersion": "2.0", "MinCompatibleVersion": "1.0"}') == (
+        "v2.0/manifest.json: SchemaUpdateCqlFiles lists no files (a version without statements "
+        'needs "AllowNoCqlFiles": true)'
+    )
+
+
+def test_versions_in_a_manifest_lose_one_leading_v() -> None:
+    parsed = temporal.parse_manifest(
+        b'{"CurrVersion": "v2.0", "MinCompatibleVersion": "v1.0", "AllowNoCqlFiles": true}', "m"
+    )
+    assert (parsed.curr_version, parsed.min_compatible_version) == ("2.0", "1.0")
+    assert temporal._normalize("vv1") == "v1"
+    assert temporal._normalize("1.0") == "1.0"
+
+
+def test_a_v_prefixed_curr_version_matches_its_folder(tree: Path) -> None:
+    write_manifest(
+        tree / "v2.0", CurrVersion="v2.0", MinCompatibleVersion="1.0", AllowNoCqlFiles=True
+    )
+    assert temporal.load(tree).ids[-1] == "2.0"
+
+
+def test_a_refused_statement_is_named_by_its_first_word() -> None:
+    with pytest.raises(UsageError) as caught:
+        temporal.check_statement("UPDATE dogs SET name = 'x'", "x.sql")
+    assert str(caught.value) == (
+        "x.sql: temporal-sql-tool refuses a statement starting with 'UPDATE' "
+        "(it accepts only CREATE, ALTER, INSERT, DROP, DO, upper case)"
+    )
+    with pytest.raises(UsageError, match="refuses a statement starting with ''"):
+        temporal.check_statement("-- only a comment", "x.sql")
+
+
+def test_only_leading_comment_lines_are_skipped() -> None:
+    temporal.check_statement("-- why\nCREATE TABLE t (\n  id INT\n)", "x.sql")
+    with pytest.raises(UsageError, match="starting with 'id'"):
+        temporal.check_statement("id INT -- a comment\n", "x.sql")
+
+
+def test_a_listed_file_naming_the_sets_parent_is_outside_the_set(tree: Path) -> None:
+    write_manifest(
+        tree / "v2.0", CurrVersion="2.0", MinCompatibleVersion="1.0", SchemaUpdateCqlFiles=["../.."]
+    )
+    assert "listed file '../..' is outside the set" in load_error(tree)
+
+
+def test_the_version_key_reads_every_spelling() -> None:
+    assert temporal.version_key(" v1.10 ") == (1, 10, 0)
+    assert temporal.version_key("2") == (2, 0, 0)
+    assert temporal.version_key("1.2.3") == (1, 2, 3)
+    with pytest.raises(UsageError, match=r"not a Temporal schema version: 'vv1'"):
+        temporal.version_key("vv1")
+
+
+def test_a_version_row_under_another_name_is_refused_and_can_be_taken_over(
+    conn: psycopg.Connection[Any],
+) -> None:
+    assert temporal.take_over_version(conn, "prod") == 0  # no table: nothing to move
+    conn.commit()
+    with conn.transaction():
+        temporal.setup(conn)
+        conn.execute("UPDATE schema_version SET db_name = 'prod'")
+    with pytest.raises(VersionKeyedElsewhere) as caught:
+        temporal.current(conn)
+    assert str(caught.value).startswith(
+        f"no version row for database {conn.info.dbname}; schema_version has one for prod at "
+        "0.0 (restored under another name?)"
+    )
+    conn.rollback()
+    assert temporal.take_over_version(conn, "staging") == 0
+    assert temporal.take_over_version(conn, "prod") == 1
+    assert temporal.current(conn) == "0.0"
+
+
+def test_a_version_row_without_a_version_is_no_version(conn: psycopg.Connection[Any]) -> None:
+    with conn.transaction():
+        temporal.setup(conn)
+        conn.execute("UPDATE schema_version SET curr_version = NULL")
+    assert temporal.current(conn) is None
+
+
+def test_leading_whitespace_before_a_statement_is_skipped() -> None:
+    temporal.check_statement("\n  CREATE TABLE t (id INT)", "x.sql")
+
+
+def test_a_root_with_version_folders_of_its_own_is_read_even_beside_versioned(
+    tree: Path,
+) -> None:
+    (tree / "versioned").mkdir()  # the root's own v* folders win
+    assert temporal.load(tree).root == tree
+    assert temporal.detect(tree)
+
+
+def test_load_errors_name_the_file_they_come_from(tree: Path) -> None:
+    (tree / "v2.0").mkdir()
+    manifest = tree / "v2.0" / "manifest.json"
+    manifest.write_text('{"CurrVersion": 2}')
+    assert load_error(tree) == f"{manifest}: CurrVersion must be str, got 2"
+    write_manifest(
+        tree / "v2.0",
+        CurrVersion="2.0",
+        MinCompatibleVersion="1.0",
+        SchemaUpdateCqlFiles=["missing.sql"],
+    )
+    assert load_error(tree) == (
+        f"{manifest}: listed file 'missing.sql' does not exist ({tree / 'v2.0' / 'missing.sql'})"
+    )
+    write_manifest(
+        tree / "v2.0", CurrVersion="2.0", MinCompatibleVersion="1.0", SchemaUpdateCqlFiles=["a.sql"]
+    )
+    sql = tree / "v2.0" / "a.sql"
+    sql.write_text("-- nothing\n")
+    assert load_error(tree) == (
+        f"{manifest}: its files hold no statements (the tool: found 0 updates)"
+    )
+    sql.write_text("UPDATE dogs SET name = 'x';")
+    assert load_error(tree).startswith(f"{sql}: temporal-sql-tool refuses a statement")
+    sql.write_bytes(b"CREATE TABLE caf\xe9 (id INT);")
+    assert load_error(tree).startswith(f"{sql}: not UTF-8 (")
+    sql.write_text("CREATE TABLE t (name text DEFAULT 'unterminated);")
+    message = load_error(tree)
+    assert message.startswith(f"{sql}: ") and "line 1" in message
+
+
+def test_the_statement_that_adopts_a_single_row_kept_under_another_name() -> None:
+    assert temporal.keyed_elsewhere("staging", [("prod", "1.12")]) == (
+        "no version row for database staging; schema_version has one for prod at 1.12 "
+        "(restored under another name?); nothing was changed. To adopt it: UPDATE "
+        "schema_version SET db_name = current_database() WHERE version_partition = 0 AND "
+        "db_name = 'prod';"
+    )
+    assert temporal.keyed_elsewhere("staging", [("a", "1.0"), ("b", "1.1")]).endswith(
+        "To adopt the one it was restored from: UPDATE schema_version SET db_name = "
+        "current_database() WHERE version_partition = 0 AND db_name = 'NAME';"
+    )
