@@ -283,8 +283,8 @@ def test_a_schema_whose_quoted_name_holds_a_dot(conn: psycopg.Connection[Any]) -
             "CREATE FUNCTION \"odd.s\".g() RETURNS int LANGUAGE sql AS 'SELECT 1'",
         ),
     )
-    # (the names shown are mangled by _unquote, which splits on every dot: not asserted here)
-    assert [(f.kind, f.verdict) for f in found(conn, rev)] == [
-        ("table", "matches what it would create"),
-        ("function", "cannot be compared: only its existence is checked"),
+    # the quoted schema's dot is its own: the names are shown whole
+    assert [(f.kind, f.name, f.verdict) for f in found(conn, rev)] == [
+        ("table", "odd.s.q", "matches what it would create"),
+        ("function", "odd.s.g", "cannot be compared: only its existence is checked"),
     ]

@@ -79,8 +79,13 @@ def _ident(part: str) -> str:
     return part[1:-1].replace('""', '"') if part.startswith('"') else part.lower()
 
 
+#: one part of a qualified name: a quoted identifier (which may hold a dot) or a plain one
+_PART = re.compile(r'"(?:[^"]|"")*"|[^."]+')
+
+
 def _unquote(name: str) -> str:
-    return ".".join(_ident(part) for part in name.split("."))
+    """`schema.table` as the catalog spells each part (a quoted part's dots are its own)."""
+    return ".".join(_ident(part) for part in _PART.findall(name))
 
 
 def objects(statement: str) -> list[tuple[str, str, str | None, bool]]:
