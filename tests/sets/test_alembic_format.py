@@ -492,3 +492,77 @@ def test_a_first_revision_altering_the_applications_own_tables_says_where_they_c
     with pytest.raises(MigrationError) as later:
         fmt.run(root, empty_db, "c3")
     assert "no revision creates" not in str(later.value)
+
+
+_OWN_SETTINGS_ENV_PY = '''"""An application's env.py that migrates from a worker thread, through an
+engine built from its own setting (QG_TEST_APP_DB_URL), not the URL or connection given."""
+import os
+import threading
+
+from alembic import context
+from sqlalchemy import create_engine, pool
+
+VERSION_TABLE = "schema_rev"
+
+
+def run() -> None:
+    engine = create_engine(os.environ["QG_TEST_APP_DB_URL"], poolclass=pool.NullPool)
+    with engine.connect() as connection:
+        context.configure(connection=connection, version_table=VERSION_TABLE)
+        with context.begin_transaction():
+            context.run_migrations()
+        connection.commit()
+
+
+if context.is_offline_mode():
+    context.configure(url="postgresql://", literal_binds=True, version_table=VERSION_TABLE)
+    with context.begin_transaction():
+        context.run_migrations()
+else:
+    errors: list[BaseException] = []
+
+    def worker() -> None:
+        try:
+            run()
+        except BaseException as exc:
+            errors.append(exc)
+
+    thread = threading.Thread(target=worker)
+    thread.start()
+    thread.join()
+    if errors:
+        raise errors[0]
+'''
+
+
+@pytest.mark.parametrize("elsewhere", ["another database", "sqlite"])
+def test_an_env_py_migrating_its_own_database_from_a_worker_thread_is_refused(
+    tmp_path: Path,
+    make_db: Any,
+    monkeypatch: pytest.MonkeyPatch,
+    elsewhere: str,
+) -> None:
+    """Prefect's pattern: env.py runs the revisions in a worker thread, on an engine of the
+    application's own settings. The driver-level tap sees neither that thread nor (for an
+    async engine) that driver: queueguard reported the database it was given as upgraded
+    while env.py had migrated the other one. Now the connection is refused before any
+    statement, and neither database is touched."""
+    root = tmp_path / "project"
+    shutil.copytree(ATTRS, root)
+    (root / "env.py").write_text(_OWN_SETTINGS_ENV_PY)
+    target, other = make_db(), make_db()
+    if elsewhere == "sqlite":
+        url = f"sqlite:///{tmp_path / 'app.db'}"
+    else:
+        url = sqlalchemy_url(other).render_as_string(hide_password=False)
+    monkeypatch.setenv("QG_TEST_APP_DB_URL", url)
+    with pytest.raises(UsageError, match=r"the project's env\.py connected to"):
+        fmt.run(root, target, "a1")
+    for dsn in (target, other):
+        with psycopg.connect(dsn) as conn:
+            assert conn.execute("SELECT to_regclass('account')").fetchone() == (None,)
+    assert not (tmp_path / "app.db").exists() or (tmp_path / "app.db").stat().st_size == 0
+    # given its own database, the same env.py runs
+    monkeypatch.setenv("QG_TEST_APP_DB_URL", sqlalchemy_url(target).render_as_string(False))
+    fmt.run(root, target, "a1")
+    assert fmt.current(target, "schema_rev") == "a1"
