@@ -566,3 +566,30 @@ def test_an_env_py_migrating_its_own_database_from_a_worker_thread_is_refused(
     monkeypatch.setenv("QG_TEST_APP_DB_URL", sqlalchemy_url(target).render_as_string(False))
     fmt.run(root, target, "a1")
     assert fmt.current(target, "schema_rev") == "a1"
+
+
+def test_an_env_py_that_runs_only_on_the_callers_connection_is_read_on_the_dsn_given(
+    tmp_path: Path, empty_db: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Dagster's pattern: env.py raises in both modes unless the caller put a connection in
+    config.attributes. The commands given a --dsn learn its version table there (read only)
+    instead of refusing with "give a database" while one was given."""
+    from queueguard import sets
+    from queueguard.cli import main
+
+    root = tmp_path / "project"
+    shutil.copytree(ATTRS, root)
+    env = root / "env.py"
+    env.write_text(
+        env.read_text().replace(
+            "def run_migrations_offline() -> None:\n",
+            "def run_migrations_offline() -> None:\n    raise RuntimeError('connection only')\n",
+        )
+    )
+    with pytest.raises(UsageError, match=r"connection only.*give a database \(--dsn\)"):
+        sets.load(root)
+    assert sets.load(root, dsn=empty_db).bookkeeping == frozenset({"schema_rev"})
+    assert main(["status", "--migrations", str(root), "--dsn", empty_db]) == 0
+    assert "pending   a1, b2" in capsys.readouterr().out
+    assert main(["upgrade", "--migrations", str(root), "--dsn", empty_db, "--to", "b2"]) == 0
+    assert fmt.current(empty_db, "schema_rev") == "b2"
