@@ -46,16 +46,19 @@ DB = settings(
 
 @PURE
 @given(key_inputs)
+@pytest.mark.slow
 def test_queue_key_decoder(key: str) -> None:
     check_key(key)
 
 
 @PURE
 @given(snapshot_inputs)
+@pytest.mark.slow
 def test_snapshot_validation(raw: str | bytes) -> None:
     check_snapshot(raw)
 
 
+@pytest.mark.slow
 def test_snapshot_importer_on_postgresql(head_db: str) -> None:
     # an empty head database, as `snapshot import` leaves it before loading
     target = Importer(head_db)
@@ -71,6 +74,7 @@ def test_snapshot_importer_on_postgresql(head_db: str) -> None:
         target.close()
 
 
+@pytest.mark.slow
 def test_sql_injection_round_trips_as_data(head_db: str) -> None:
     target = Injection(head_db)
     try:
@@ -85,6 +89,7 @@ def test_sql_injection_round_trips_as_data(head_db: str) -> None:
         target.close()
 
 
+@pytest.mark.slow
 def test_fixture_loading_from_the_cli(pg_admin_dsn: str) -> None:
     target = FixtureTarget(pg_admin_dsn)
     try:
@@ -100,6 +105,7 @@ def test_fixture_loading_from_the_cli(pg_admin_dsn: str) -> None:
 
 
 @pytest.mark.parametrize(("spawn", "examples"), [(False, 100), (True, 20)])
+@pytest.mark.slow
 def test_cli_arguments(pg_admin_dsn: str, tmp_path: Path, spawn: bool, examples: int) -> None:
     target = CliTarget(pg_admin_dsn, tmp_path / "files", spawn)
     try:
@@ -189,6 +195,7 @@ def test_negative_retries_and_huge_durations_are_usage_errors(empty_db: str) -> 
         preflight(empty_db, lock_timeout_ms=2**40)
 
 
+@pytest.mark.slow
 def test_lint_survives_a_deeply_nested_file(tmp_path: Path) -> None:
     """Found by the CLI fuzz (RecursionError in sqlglot); fixed in lint/model.py."""
     deep = tmp_path / "deep.sql"

@@ -54,6 +54,7 @@ def test_the_proxy_cuts_after_the_commit_was_sent(
         proxy.close()
 
 
+@pytest.mark.slow
 def test_unknown_commit_outcome() -> None:
     """Appends, checkpoints and loads cut after COMMIT: the reader never skips, ids stay
     consecutive, committed tasks all start, rolled-back ones never do."""
@@ -67,6 +68,7 @@ def test_unknown_commit_outcome() -> None:
     assert result.lost == 0 and not result.skips and result.reads > 0
 
 
+@pytest.mark.slow
 def test_database_restarts_mid_stream() -> None:
     """A fast and an immediate (crash) restart: hosts reconnect, reload with a higher
     range, resume above the saved ack level; nothing confirmed is lost."""

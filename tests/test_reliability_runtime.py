@@ -27,6 +27,7 @@ Q = PhysicalQueue("ns", "reliability")
 
 
 @pytest.mark.parametrize(("mode", "kills"), [("one-by-one", 3), ("batched", 2)])
+@pytest.mark.slow
 def test_crash_under_load(mode: str, kills: int) -> None:
     """Three host processes, SIGKILLs of random hosts: nothing lost, no stale commit."""
     result = crash.run(kills=kills, pause=(0.5, 1.2), mode=mode, log=print)

@@ -7,11 +7,14 @@ fewer DSN forms.
 
 from __future__ import annotations
 
+import pytest
+
 from bench.chaos import least_privilege, privileges
 from bench.common.databases import create_database
 from bench.common.servers import ScratchServer
 
 
+@pytest.mark.slow
 def test_least_privilege_and_no_password_in_any_output() -> None:
     result = least_privilege.run(quick=True, log=print)
     print(f"{len(result.checks)} checks, {result.cli_runs} CLI runs, {result.api_calls} API calls")
@@ -19,6 +22,7 @@ def test_least_privilege_and_no_password_in_any_output() -> None:
     assert result.cli_runs >= 30 and result.api_calls >= 20
 
 
+@pytest.mark.slow
 def test_the_leak_search_finds_a_password_that_is_printed() -> None:
     """Positive control: a command that echoes its input (an unknown fixture name) is
     caught, and the finding does not repeat the password."""

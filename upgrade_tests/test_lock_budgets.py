@@ -228,6 +228,7 @@ def test_budget_arithmetic() -> None:
     ]
 
 
+@pytest.mark.slow
 def test_the_online_path_stays_within_its_ceiling(
     capsys: pytest.CaptureFixture[str], tmp_path: Path, queueguard_database: Callable[..., str]
 ) -> None:

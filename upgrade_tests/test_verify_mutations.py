@@ -19,6 +19,9 @@ from queueguard.upgrade import manifest
 from queueguard.upgrade.verify import verify
 from queueguard.upgrade.verify_report import render
 
+#: each test runs verify whole on a mutated copy of the set: tens of seconds
+pytestmark = pytest.mark.slow
+
 DROP_ONE_RELOCATED_ROW = """
 -- mutation: lose the last relocated row of the first destination
 DELETE FROM tasks t

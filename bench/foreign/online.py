@@ -28,7 +28,9 @@ Run from the repository root:
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
+import os
 import platform
 import random
 import sys
@@ -135,6 +137,8 @@ class LockSampler:
         self.dsn, self.table, self.interval_s = dsn, table, interval_s
         self.longest_s = 0.0
         self.mode = ""
+        #: the machine's 1-minute load average, read about once a second
+        self.loads: list[float] = []
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
@@ -152,9 +156,13 @@ class LockSampler:
             "AND l.granted AND l.mode = ANY(%s) AND a.application_name LIKE 'queueguard%%'"
         )
         since: dict[tuple[int, str], float] = {}
+        load_read = 0.0
         with psycopg.connect(self.dsn, autocommit=True, application_name="bench-sampler") as c:
             while not self._stop.is_set():
                 now = time.perf_counter()
+                if now - load_read >= 1.0:
+                    self.loads.append(os.getloadavg()[0])
+                    load_read = now
                 held = {(r[0], r[1]) for r in c.execute(query, (list(BLOCKING),)).fetchall()}
                 for key in list(since):
                     if key not in held:
@@ -167,19 +175,37 @@ class LockSampler:
 
 
 class FillRate:
-    """The rebuild's progress callback: rows per second of its fill phase."""
+    """The rebuild's progress callback: rows per second of the target's fill phase, and the
+    seconds spent in each phase. The proof's rebuild on its sample copy reports first; each
+    rebuild starts with "capture", which starts the record over, so the target's stays."""
 
     def __init__(self) -> None:
         self.started: float | None = None
         self.rows = 0
         self.seconds = 0.0
+        #: (phase, when it was entered), in order; a phase entered again appears again
+        self.timeline: list[tuple[str, float]] = []
 
     def __call__(self, phase: str, done: int, total: int | None) -> None:
+        now = time.perf_counter()
+        if phase == "capture" and done == 1:
+            self.started, self.rows, self.seconds, self.timeline = None, 0, 0.0, []
+        if not self.timeline or self.timeline[-1][0] != phase:
+            self.timeline.append((phase, now))
         if phase != "fill":
             return
-        now = time.perf_counter()
         self.started = self.started or now
         self.rows, self.seconds = done, now - self.started
+
+    def durations(self, began: float, end: float) -> dict[str, float]:
+        """Seconds per phase, summed over its stretches; "before" is from the run's start
+        to the target's rebuild (plan, proof); "swap" runs to the run's end (the old
+        table's drop, the revision's statements after the rebuild)."""
+        spent: dict[str, float] = {}
+        marks = [("before", began), *self.timeline, ("end", end)]
+        for (name, t), (_, t_next) in itertools.pairwise(marks):
+            spent[name] = spent.get(name, 0.0) + t_next - t
+        return {name: round(seconds, 1) for name, seconds in spent.items()}
 
 
 def build(admin: str, databases: ScratchDatabases, folder: Path, start: str, rows: int) -> str:
@@ -205,7 +231,8 @@ def case(name: str, dsn: str, folder: Path, to: str, rows: int, writers_n: int) 
         upgrade(mset, dsn, to=to)
     else:
         upgrade_online(mset, dsn, to=to, options={"on_progress": fill})
-    total = time.perf_counter() - began
+    ended = time.perf_counter()
+    total = ended - began
     time.sleep(1.0)
     writers.stop()
     sampler.stop()
@@ -219,6 +246,8 @@ def case(name: str, dsn: str, folder: Path, to: str, rows: int, writers_n: int) 
         "writer_longest_ms": round(max(writers.latencies, default=0) * 1000, 1),
         "writer_ops": writers.ops,
         "fill_rows_s": round(fill.rows / fill.seconds) if fill.seconds else None,
+        "phases_s": fill.durations(began, ended),
+        "load": [round(min(sampler.loads), 1), round(max(sampler.loads), 1)],
     }
 
 
@@ -234,8 +263,8 @@ def render(results: list[dict[str, Any]], args: argparse.Namespace, command: str
         "lock < 1 s, writers' longest wait < 1.5 s, total ≤ 2× plain.",
         "",
         "| case | total | vs plain | longest blocking lock on the table | writers' longest wait "
-        "| writer statements | fill |",
-        "|---|---|---|---|---|---|---|",
+        "| writer statements | fill | load average (1 min) |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for r in results:
         ratio = r["total_s"] / plain["total_s"] if plain["total_s"] else 0
@@ -243,14 +272,27 @@ def render(results: list[dict[str, Any]], args: argparse.Namespace, command: str
         lines.append(
             f"| {r['case']} | {r['total_s']:.1f} s | {ratio:.2f}× | "
             f"{r['longest_lock_ms']:,.0f} ms {r['lock_mode']} | {r['writer_longest_ms']:,.0f} ms "
-            f"| {r['writer_ops']:,} | {fill} |"
+            f"| {r['writer_ops']:,} | {fill} | {r['load'][0]}–{r['load'][1]} |"
         )
+    online = next(r for r in results if r["case"] == "online")
+    # a replay follows each index build, and the next build is reported once it is done:
+    # the two phases interleave, so they are shown as one
+    phases = dict(online["phases_s"])
+    if "indexes" in phases or "replay" in phases:
+        phases["indexes and replays"] = phases.pop("indexes", 0.0) + phases.pop("replay", 0.0)
+        phases["swap"] = phases.pop("swap", 0.0)
+    spent = ", ".join(f"{name} {seconds:.0f} s" for name, seconds in phases.items())
     lines += [
         "",
         "Online's total includes `plan` (a sample copied and every statement traced) and the "
         "proof (two more scratch copies, plain and online, their dumps and rows compared). "
         "Anchors: pg-osc copies ≈ 110 k rows/s and swaps in 0.45–0.84 s at 2 M rows; pgroll "
         "backfills 9.4 k rows/s at 300 k.",
+        "",
+        f"Online's time by phase: {spent} (before: the sample, plan and proof; swap: to the "
+        "run's end, the old table's drop and the revision's statements after the rebuild "
+        "included). Load average: the machine's, sampled each second during the case (2 "
+        "cores, shared with other work).",
         "",
     ]
     return "\n".join(lines)
@@ -288,6 +330,7 @@ def main(argv: list[str] | None = None) -> int:
             log(f"case {name}")
             results.append(case(name, dsn, args.temporal, args.to, args.rows, args.writers))
             log(json.dumps(results[-1]))
+            databases.drop(dsn)  # at 1 M rows a clone takes ~16 GB: one at a time
     if args.json:
         print(json.dumps(results, indent=2))
     section = render(results, args, command)

@@ -93,7 +93,14 @@ COMMANDS: list[tuple[str, tuple[str, ...]]] = [
 ]
 
 
-@pytest.mark.parametrize("argv", [c[1] for c in COMMANDS], ids=[c[0] for c in COMMANDS])
+#: a whole verify run takes tens of seconds: the slow tier
+_PARAMS = [
+    pytest.param(argv, id=name, marks=[pytest.mark.slow] if name == "verify-v0.1" else [])
+    for name, argv in COMMANDS
+]
+
+
+@pytest.mark.parametrize("argv", _PARAMS)
 def test_text_output_holds_no_python_repr(
     capsys: pytest.CaptureFixture[str],
     monkeypatch: pytest.MonkeyPatch,

@@ -121,6 +121,7 @@ def _check_the_comment(comment: str) -> None:
     assert "Revision `002`" in comment  # the one revision the fixture's target lacks
 
 
+@pytest.mark.slow
 def test_the_github_actions_recipe_runs_green(project: dict[str, Any]) -> None:
     workflow = yaml.safe_load((CI / "github-actions.yml").read_text(encoding="utf-8"))
     (job,) = workflow["jobs"].values()
@@ -145,6 +146,7 @@ def test_the_github_actions_recipe_runs_green(project: dict[str, Any]) -> None:
     ]
 
 
+@pytest.mark.slow
 def test_the_gitlab_ci_recipe_runs_green(project: dict[str, Any]) -> None:
     recipe = yaml.safe_load((CI / "gitlab-ci.yml").read_text(encoding="utf-8"))
     job = recipe["migrations"]

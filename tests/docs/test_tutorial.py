@@ -48,6 +48,7 @@ def matches(expected: list[str], output: str) -> str | None:
     return None
 
 
+@pytest.mark.slow
 def test_tutorial_commands(queueguard_dsn: str, tmp_path: Path) -> None:
     steps = blocks(TUTORIAL.read_text())
     assert len(steps) >= 8

@@ -347,6 +347,7 @@ def test_an_unreachable_server_is_a_connection_failure(driver: Driver) -> None:
 
 
 # queueguard verify carries the fence and the matrix -------------------------------------------
+@pytest.mark.slow
 def test_verify_runs_the_fence_and_prints_the_matrix(queueguard_server: str) -> None:
     report = verify.verify(queueguard_server, ["v0.3"], preflight=None)
     assert report.ok, verify_report.render(report)

@@ -187,6 +187,7 @@ def test_the_verify_verdict_names_each_failed_check_with_its_evidence() -> None:
     )
 
 
+@pytest.mark.slow
 def test_usage_errors_exit_2(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
     assert main(["mutate", "009", "--list"]) == 2
     assert "unknown revision '009'" in capsys.readouterr().err

@@ -9,6 +9,7 @@ from queueguard.errors import UsageError
 from queueguard.mutate import session
 
 
+@pytest.mark.slow
 def test_the_scopes_split_the_mutants_of_004_by_file() -> None:
     migrations = revisions.packaged()
     steps = session.plan(migrations, "004").selected

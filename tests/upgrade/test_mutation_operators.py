@@ -355,6 +355,7 @@ def test_ids_are_stable_across_layout_and_order_is_deterministic() -> None:
     assert len({m.id for m in one}) == len(one)
 
 
+@pytest.mark.slow
 def test_004_yields_at_least_60_distinct_mutants(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["mutate", "004", "--list", "--json"]) == 0
     doc = json.loads(capsys.readouterr().out)
@@ -370,6 +371,7 @@ def test_004_yields_at_least_60_distinct_mutants(capsys: pytest.CaptureFixture[s
     assert f"{len(ids)} mutants of 004" in text
 
 
+@pytest.mark.slow
 def test_the_repository_equivalence_file_matches_004() -> None:
     """Every reviewed equivalent mutant still exists (none stale) and has a reason."""
     from queueguard.mutate import equivalents
@@ -382,6 +384,7 @@ def test_the_repository_equivalence_file_matches_004() -> None:
     assert all(e.reason for e in entries)
 
 
+@pytest.mark.slow
 def test_add_lock_is_judged_per_part_and_only_for_tables_read() -> None:
     """The step files and the online path each get their own add-lock, after their own last
     LOCK, for tables read in a FROM or JOIN only (not FOR UPDATE OF aliases, constraints,

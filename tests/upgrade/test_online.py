@@ -53,6 +53,7 @@ def _at_003(make_db: Callable[..., str], fixture: Fixture) -> str:
     return db
 
 
+@pytest.mark.slow
 def test_online_equals_offline_on_every_fixture(
     make_db: Callable[..., str], fixture: Fixture, head_db: str
 ) -> None:
@@ -214,6 +215,7 @@ def test_abort_returns_to_003_and_migrated_rows_stay_valid(
     assert task_multiset(mine) == task_multiset(reference)
 
 
+@pytest.mark.slow
 def test_cli_online_json_and_exit_codes(make_db: Callable[..., str], fixture: Fixture) -> None:
     db = _at_003(make_db, fixture)
     base = [sys.executable, "-m", "queueguard.cli", "upgrade", "--online", "--dsn", db, "--json"]

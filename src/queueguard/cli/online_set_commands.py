@@ -33,7 +33,8 @@ class _RebuildProgress:
         if phase != self.phase:
             self.phase, self.started = phase, time.monotonic()
         elapsed = time.monotonic() - self.started
-        rate = done / elapsed if elapsed > 0 and done else None
+        # a rate from the first batch alone says nothing (a batch over a phase just begun)
+        rate = done / elapsed if elapsed >= 1.0 and done else None
         self.reporter(Progress("rebuild", phase, done, total, rate))
 
 

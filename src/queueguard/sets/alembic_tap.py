@@ -43,12 +43,19 @@ OnCommit = Callable[[psycopg.Connection[Any]], None]
 _PATCH = threading.RLock()
 
 
-def _text(cursor: psycopg.Cursor[Any], query: Any) -> str:
+def _text(cursor: psycopg.Cursor[Any], query: Any, params: Any = None) -> str:
+    """The statement's text as the server reads it. Given parameters — even none, as
+    SQLAlchemy passes `()` — psycopg reads `%%` as a literal `%` (SQLAlchemy doubles every `%`
+    for it); with bound values the placeholders stay in the text."""
     if isinstance(query, str):
-        return query
-    if isinstance(query, bytes):
-        return query.decode(errors="replace")
-    return str(query.as_string(cursor)) if hasattr(query, "as_string") else str(query)
+        text = query
+    elif isinstance(query, bytes):
+        text = query.decode(errors="replace")
+    else:
+        text = str(query.as_string(cursor)) if hasattr(query, "as_string") else str(query)
+    if params is not None and not params:
+        text = text.replace("%%", "%")
+    return text
 
 
 class _Tap:
@@ -104,7 +111,7 @@ def tapped(
         if not tap.mine():
             return execute(self, query, params, **kw)
         run = lambda: execute(self, query, params, **kw)  # noqa: E731
-        return tap.statement(self.connection, _text(self, query), run)
+        return tap.statement(self.connection, _text(self, query, params), run)
 
     def tapped_many(self: psycopg.Cursor[Any], query: Any, params_seq: Any, **kw: Any) -> Any:
         if not tap.mine():

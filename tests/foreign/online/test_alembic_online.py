@@ -80,10 +80,19 @@ def test_a_rendered_revision_runs_online_and_ends_where_env_py_ends(
 
 
 def test_a_revision_that_reads_rows_is_refused_by_name_and_force_runs_it_plain(
-    make_db: Callable[..., str],
+    make_db: Callable[..., str], capsys: pytest.CaptureFixture[str]
 ) -> None:
     mset = sets.load(SET)
     dsn = make_db()
+    upgrade(mset, dsn, to="a1")
+    # plan --online: the rendered revision's forms; the one that reads rows has none
+    assert (
+        main(["plan", "--migrations", str(SET), "--dsn", dsn, "--online", "--max-lock", "0ms"]) == 1
+    )
+    said = capsys.readouterr().out
+    assert "concurrent-index on ticket" in said and "rebuild on ticket" in said
+    assert "not-valid on ticket" in said
+    assert "revision a3 statement 2" in said and "cannot render it" in said
     upgrade(mset, dsn, to="a2")
     with pytest.raises(NoOnlineForm) as refused:
         upgrade_online(mset, dsn, budget_ms=0.0, sample_rows=500)

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import psycopg
+import pytest
 
 from queueguard import sets
 from queueguard.upgrade.foreign.online import proof
@@ -41,6 +42,7 @@ def _cli(dsn: str, folder: Path) -> subprocess.Popen[bytes]:
     )  # fmt: skip
 
 
+@pytest.mark.slow
 def test_a_killed_runner_mid_build_is_ended_and_the_rerun_completes(
     make_db: Callable[..., str], tmp_path: Path
 ) -> None:

@@ -610,6 +610,47 @@ def test_the_swap_holds_its_lock_briefly_while_a_writer_runs(
     assert w.slowest < 1.0
 
 
+def test_the_swap_replays_under_its_lock_only_what_the_measured_pace_allows(
+    twins: Callable[[str], tuple[str, str]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Changes logged as the swap begins are replayed down before it locks: under its lock
+    it replays no more than SWAP_REPLAY_S at the replays' pace (here at most 20)."""
+    from queueguard.upgrade.foreign.online import rebuild_swap
+
+    online, plain = twins(CENTRAL)
+    writes = "UPDATE dogs SET note = 'late' || dog_id WHERE ns = 'a' AND dog_id <= 300"
+    _plain(plain, writes, CENTRAL_ALTER)
+    monkeypatch.setattr(rebuild, "SWAP_REPLAY_S", 0.0)  # the limit: SWAP_REPLAY_MIN
+    under_lock: list[int] = []
+    batch = rebuild_swap.replay_batch
+
+    def counted(conn: psycopg.Connection[Any], copy: Any, limit: int) -> int:
+        under_lock.append(batch(conn, copy, limit))
+        return under_lock[-1]
+
+    monkeypatch.setattr(rebuild_swap, "replay_batch", counted)
+
+    def meanwhile(phase: str, done: int, total: int | None) -> None:
+        if phase == "swap" and done == 0:
+            _load(online, writes)  # 300 changes logged as the swap begins
+
+    _online(online, CENTRAL_ALTER, "dogs", rebuild.Throttle(batch_size=500), meanwhile)
+    assert under_lock and max(under_lock) <= rebuild.SWAP_REPLAY_MIN
+    _same_dump(plain, online)
+    assert _rows(plain, "dogs", "ns, dog_id") == _rows(online, "dogs", "ns, dog_id")
+
+
+def test_the_swap_limit_follows_the_pace_of_the_replays() -> None:
+    from queueguard.upgrade.foreign.online.rebuild_replay import Pace
+
+    most = rebuild.rebuild_swap.SWAP_REPLAY_LIMIT
+    assert rebuild.swap_limit(Pace()) == most  # unmeasured
+    slow = Pace(rows=100, seconds=0.5)  # 5 ms a change: 55 indexes on a loaded machine
+    assert rebuild.swap_limit(slow) == int(rebuild.SWAP_REPLAY_S / 0.005)
+    assert rebuild.swap_limit(Pace(rows=1, seconds=60.0)) == rebuild.SWAP_REPLAY_MIN
+    assert rebuild.swap_limit(Pace(rows=10**6, seconds=1.0)) == most
+
+
 def test_a_sqldir_set_rewriting_the_central_table_goes_online_through_the_whole_path(
     make_db: Callable[..., str], pg_admin_dsn: str, tmp_path: Any
 ) -> None:

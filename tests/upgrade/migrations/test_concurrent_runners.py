@@ -7,10 +7,12 @@ import subprocess
 import time
 
 import psycopg
+import pytest
 
 from .support import ALL, QUEUEGUARD, ROOT, revision, rows
 
 
+@pytest.mark.slow
 def test_two_runners_at_once_exactly_one_migrates(empty_db: str) -> None:
     procs = [
         subprocess.Popen(
@@ -39,6 +41,7 @@ def test_two_runners_at_once_exactly_one_migrates(empty_db: str) -> None:
     assert rows(empty_db, "SELECT count(*) FROM queueguard_migrations") == [(4,)]
 
 
+@pytest.mark.slow
 def test_a_starting_runner_cannot_deadlock_with_a_revision_taking_its_locks(v03_db: str) -> None:
     """Another runner is inside 004, between `LOCK TABLE task_queues` and `LOCK TABLE tasks`
     (00_locks.sql). A runner starting now must hold no lock on `tasks` while it waits. It used

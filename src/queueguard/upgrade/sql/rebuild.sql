@@ -385,6 +385,11 @@ CREATE TRIGGER queueguard_capture_truncate AFTER TRUNCATE ON {table}
 ALTER TABLE {table} ENABLE ALWAYS TRIGGER queueguard_capture,
     ENABLE ALWAYS TRIGGER queueguard_capture_truncate;
 
+-- name: shadow_index_memory
+-- maintenance_work_mem for a shadow index build (SET LOCAL), never lowered.
+SELECT set_config('maintenance_work_mem', %(memory)s, true)
+WHERE pg_size_bytes(current_setting('maintenance_work_mem')) < pg_size_bytes(%(memory)s);
+
 -- name: fill_bound
 -- The key of the batch's last row (none: the rest fits in one batch).
 SELECT {key_text} FROM ONLY {table} WHERE {after} ORDER BY {key} OFFSET %(skip)s LIMIT 1;

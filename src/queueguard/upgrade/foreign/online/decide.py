@@ -6,10 +6,11 @@ the revision commits before it, so no later statement's time is added to its hol
 A statement that runs plain holds its lock to its transaction's commit, through every later
 statement of that transaction: on this path up to the next statement that goes online (the
 runner commits before it) or runs outside a transaction, or the revision's end; through
-env.py, the whole revision. One whose lock is held longer than the budget only because of
-the statements after it (a cheap `ALTER COLUMN … TYPE` before an `ADD PRIMARY KEY` that
-needs no lock of its own, the lock being held already) is refused too, with that reason:
-it has no form of its own, and running it plain would hold its lock past the budget."""
+env.py, the whole revision. One whose lock would be held longer than the budget only
+because of the statements after it (a cheap `ALTER TABLE` before a long backfill in the same
+file) runs alone: in a transaction of its own (the `plain` form), committed before the
+statements after it, so it is never held hostage by them. Through env.py an Alembic
+revision cannot be cut so: it is refused unless it runs as its rendered SQL."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ from dataclasses import dataclass
 
 from queueguard.sets import Revision
 from queueguard.sets.split import is_transaction_control
-from queueguard.upgrade.foreign.online.choose import Form, NoForm, choose
+from queueguard.upgrade.foreign.online.choose import PLAIN, Form, NoForm, choose
 from queueguard.upgrade.plan.bill import Line, Size
 
 
@@ -96,15 +97,10 @@ def _held_past(
     return found
 
 
-def _held_why(
-    line: Line, hold: float, through: int, budget_ms: float, sizes: Mapping[str, Size]
-) -> str:
-    rel, mode = next((r, m) for r, m in line.blocking if _has_rows(r, sizes, {}))
-    return (
-        f"runs ~{line.estimate_ms:.0f} ms itself, but its {mode} on {rel} stays held ~{hold:.0f} "
-        f"ms, through statement {through} of the revision, to its transaction's commit (the "
-        f"budget is {budget_ms:.0f} ms; no statement in between goes online to commit before it)"
-    )
+def _alone(line: Line, sql: str, sizes: Mapping[str, Size]) -> list[Form]:
+    """The statement as written, in a transaction of its own."""
+    table = next(rel for rel, _ in line.blocking if _has_rows(rel, sizes, {}))
+    return [Form(PLAIN, table, sql)]
 
 
 def decide(
@@ -150,10 +146,15 @@ def decide(
             else:
                 mine[at] = Decision(rev.id, index, line, chosen)
         online = {at for at, d in mine.items() if d.forms}
-        for at, hold, last in _held_past(lines, online, budget_ms, sizes):
-            through = where[lines[last].index] + 1
-            why = _held_why(lines[at], hold, through, budget_ms, sizes)
-            mine[at] = Decision(rev.id, where[lines[at].index], lines[at], None, why)
+        # the last statement held hostage runs alone: the runner commits before it, which
+        # ends the transaction of those before it too; their holds are priced again
+        while held := _held_past(lines, online, budget_ms, sizes):
+            at = held[-1][0]
+            index = where[lines[at].index]
+            mine[at] = Decision(
+                rev.id, index, lines[at], _alone(lines[at], statements[index], sizes)
+            )
+            online.add(at)
         found.extend(mine[at] for at in sorted(mine))
     return found
 

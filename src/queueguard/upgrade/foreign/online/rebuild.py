@@ -13,12 +13,14 @@ Phases, as `on_progress(phase, rows done, rows total)` reports them:
 - fill: the table copied in key order, one batch per transaction (`rebuild_copy`);
 - indexes: the key's index first, a replay (the fill read rows at different moments: a row
   a writer moved to another key meanwhile is in the shadow twice until then), then the other
-  indexes and the constraints they back, built on the filled shadow nobody reads;
-- replay: logged changes replayed until the log is nearly empty; ANALYZE; again
-  (`rebuild_replay`);
-- swap: the last changes replayed and the shadow put in the table's place under ACCESS
-  EXCLUSIVE (`rebuild_swap`); after it, foreign keys it added NOT VALID are validated, and
-  the statement's last transaction (the runner's bookkeeping in it) drops the old table.
+  indexes and the constraints they back, built on the filled shadow nobody reads (with more
+  maintenance_work_mem), each followed by a replay of the changes logged during its build;
+- replay: logged changes replayed until the log is nearly empty (`rebuild_replay`); ANALYZE;
+- swap: the log replayed down to what the swap replays in SWAP_REPLAY_S at the pace the
+  last replays measured, then the last changes replayed and the shadow put in the table's
+  place under ACCESS EXCLUSIVE (`rebuild_swap`); after it, foreign keys it added NOT VALID
+  are validated, and the statement's last transaction (the runner's bookkeeping in it)
+  drops the old table.
 
 A run that stops anywhere before the swap leaves a shadow that a rerun removes and builds
 again (`abort` removes it too, the table as before); the swap commits whole; after it a
@@ -54,7 +56,7 @@ from queueguard.upgrade.foreign.online.rebuild_catalog import (
 from queueguard.upgrade.foreign.online.rebuild_copy import Throttle, fill
 from queueguard.upgrade.foreign.online.rebuild_ddl import INDEXES, Step, dump, split
 from queueguard.upgrade.foreign.online.rebuild_refusals import refusals
-from queueguard.upgrade.foreign.online.rebuild_replay import capture, replay
+from queueguard.upgrade.foreign.online.rebuild_replay import Pace, capture, replay
 from queueguard.upgrade.foreign.online.rebuild_shadow import Build
 from queueguard.upgrade.foreign.online.rebuild_statement import parse
 from queueguard.upgrade.foreign.online.rebuild_swap import Pending
@@ -68,6 +70,12 @@ Progress = Callable[[str, int, int | None], None]
 SWAP_ATTEMPTS = 5
 #: how long the swap waits for an anti-wraparound autovacuum of its tables to end
 WRAPAROUND_WAIT_S = 30.0
+#: the time the swap may spend replaying under its lock (at the pace the replays measured)
+SWAP_REPLAY_S = 0.25
+#: …and at least this many changes, however slow a change was
+SWAP_REPLAY_MIN = 20
+#: maintenance_work_mem of the shadow's index builds, at least
+SHADOW_INDEX_MEMORY = "512MB"
 
 
 def run(
@@ -100,13 +108,18 @@ def run(
     progress("indexes", 0, len(others) + 1)
     _build_index(ctx, key)
     replay(ctx, build.copy, throttle, progress)
+    pace = Pace()
     for i, step in enumerate(others):
         _build_index(ctx, step)
         progress("indexes", i + 2, len(others) + 1)
-    replay(ctx, build.copy, throttle, progress)
+        # after each build, not once after all: a change replayed now goes into the indexes
+        # built so far only, and the log never holds more than one build's worth of changes
+        # (on a table of 55 indexes, all of them left for the end kept the replay behind
+        # its writers); the last build's replay measures the pace the swap is sized by
+        pace = Pace()
+        replay(ctx, build.copy, throttle, progress, pace=pace)
     ctx.transaction(lambda conn: conn.execute(f"ANALYZE {build.table.shadow}"))
-    replay(ctx, build.copy, throttle, progress)
-    _swap(ctx, build, throttle, progress)
+    _swap(ctx, build, throttle, progress, pace)
 
 
 def _key_first(build: Build) -> tuple[Step, list[Step]]:
@@ -120,7 +133,13 @@ def _key_first(build: Build) -> tuple[Step, list[Step]]:
 
 
 def _build_index(ctx: Context, step: Step) -> None:
-    ctx.transaction(lambda conn: rebuild_shadow.execute(conn, step, step.shadow))
+    def build(conn: psycopg.Connection[Any]) -> None:
+        # nobody reads the shadow and every change made during the build waits in the log:
+        # the sort in memory, not in passes over temporary files (never below the server's)
+        conn.execute(Q["shadow_index_memory"], {"memory": SHADOW_INDEX_MEMORY})
+        rebuild_shadow.execute(conn, step, step.shadow)
+
+    ctx.transaction(build)
 
 
 def _capture(ctx: Context, form: Form, progress: Progress) -> Build:
@@ -142,15 +161,27 @@ def _capture(ctx: Context, form: Form, progress: Progress) -> Build:
     return build
 
 
-def _swap(ctx: Context, build: Build, throttle: Throttle, progress: Progress) -> None:
-    """The swap; then the validations it leaves and the old table's drop, the last of those
-    transactions the statement's end."""
+def swap_limit(pace: Pace) -> int:
+    """The most logged changes the swap replays under its lock: what the replays since the
+    last index build took SWAP_REPLAY_S for (a change costs a row in every index: on a table
+    of 55 indexes under load, 3–5 ms each — a fixed 10 000 held the writers for seconds)."""
+    per_row = pace.per_row_s()
+    if per_row is None:
+        return rebuild_swap.SWAP_REPLAY_LIMIT
+    return max(SWAP_REPLAY_MIN, min(rebuild_swap.SWAP_REPLAY_LIMIT, int(SWAP_REPLAY_S / per_row)))
+
+
+def _swap(ctx: Context, build: Build, throttle: Throttle, progress: Progress, pace: Pace) -> None:
+    """The swap, the log replayed down to what it replays under its lock first; then the
+    validations it leaves and the old table's drop, the last of those transactions the
+    statement's end."""
     t = build.table
     _wait_for_wraparound(ctx, [t.qualified, t.shadow, LOG])
     progress("swap", 0, 1)
     locked = [0.0]  # when the swap's ACCESS EXCLUSIVE was granted
     for attempt in range(SWAP_ATTEMPTS + 1):
-        limit = None if attempt == SWAP_ATTEMPTS else rebuild_swap.SWAP_REPLAY_LIMIT
+        replay(ctx, build.copy, throttle, progress, until=swap_limit(pace), pace=pace)
+        limit = None if attempt == SWAP_ATTEMPTS else swap_limit(pace)
 
         def swap(conn: psycopg.Connection[Any], limit: int | None = limit) -> list[str]:
             return rebuild_swap.swap(conn, build, limit, locked)
@@ -158,7 +189,6 @@ def _swap(ctx: Context, build: Build, throttle: Throttle, progress: Progress) ->
         try:
             validations = ctx.transaction(swap)
         except rebuild_swap.Behind:
-            replay(ctx, build.copy, throttle, progress)
             continue
         # how long the lock was held, to the commit: what readers and writers waited at most
         held = time.perf_counter() - locked[0]

@@ -6,7 +6,9 @@ in; an UPDATE that set a column to NULL is just the row as it now is."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import psycopg
@@ -109,8 +111,30 @@ def replay_batch(conn: psycopg.Connection[Any], copy: CopyPlan, limit: int) -> i
     return len(taken)
 
 
-def replay(ctx: Context, copy: CopyPlan, throttle: Throttle, progress: Progress) -> int:
-    """Replay batch after batch until a batch comes back short: the log is (nearly) empty.
+@dataclass
+class Pace:
+    """What the replays took, to size the swap's: logged changes, and seconds, of the batches
+    since the last index build (the cost of a change grows with each index it goes into)."""
+
+    rows: int = 0
+    seconds: float = 0.0
+
+    def per_row_s(self) -> float | None:
+        return self.seconds / self.rows if self.rows else None
+
+
+def replay(
+    ctx: Context,
+    copy: CopyPlan,
+    throttle: Throttle,
+    progress: Progress,
+    *,
+    until: int | None = None,
+    pace: Pace | None = None,
+) -> int:
+    """Replay batch after batch until a batch comes back short: the log is (nearly) empty;
+    with `until`, until a batch takes at most that many changes, or takes no fewer than the
+    one before (the writers keep the log at that size: more rounds would not shrink it).
 
     Each batch reads the log and the table in one snapshot (REPEATABLE READ), taking the
     oldest entries first. A batch that takes every entry its snapshot sees leaves the shadow
@@ -119,12 +143,13 @@ def replay(ctx: Context, copy: CopyPlan, throttle: Throttle, progress: Progress)
     while the entry that frees the old one lies past the limit: the shadow's unique index
     then rejects the batch, which is taken again with four times the limit — at worst the
     whole log, which always fits."""
-    done, limit = 0, throttle.batch_size
+    done, limit, before = 0, throttle.batch_size, None
     while True:
 
         def batch(conn: psycopg.Connection[Any], limit: int = limit) -> int:
             return replay_batch(conn, copy, limit)
 
+        began = time.perf_counter()
         try:
             taken = _repeatable_read(ctx, batch)
         except (psycopg.errors.UniqueViolation, psycopg.errors.ExclusionViolation):
@@ -132,10 +157,16 @@ def replay(ctx: Context, copy: CopyPlan, throttle: Throttle, progress: Progress)
                 raise
             limit *= 4
             continue
+        if pace is not None and taken:
+            pace.rows += taken
+            pace.seconds += time.perf_counter() - began
         done += taken
         progress("replay", done, None)
-        if taken < limit:
+        if taken < limit and (
+            until is None or taken <= until or (before is not None and taken >= before)
+        ):
             return done
+        before = taken if taken < limit else None
         limit = throttle.batch_size
         between(ctx, throttle)
 

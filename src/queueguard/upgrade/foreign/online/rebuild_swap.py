@@ -48,7 +48,8 @@ from queueguard.upgrade.foreign.online.rebuild_ddl import SWAP
 from queueguard.upgrade.foreign.online.rebuild_replay import replay_batch
 from queueguard.upgrade.foreign.online.rebuild_shadow import Build, execute
 
-#: logged changes the swap replays under its lock at most; more, and it lets go to replay
+#: logged changes the swap replays under its lock at most (fewer when the replays measured
+#: a change slow: `rebuild.swap_limit`); more, and it lets go to replay
 SWAP_REPLAY_LIMIT = 10_000
 
 
