@@ -125,11 +125,11 @@ def decide(
                     found.append(Decision(rev.id, line.index, line, None, refusal))
                 elif holds_over(line, budget_ms, sizes):
                     rel, mode = next((r, m) for r, m in line.blocking if _has_rows(r, sizes, {}))
-                    held = (
+                    hostage = (
                         f"its {mode} on {rel} is held ~{line.held_ms:.0f} ms, to the "
                         f"revision's commit (env.py runs it in one transaction); {refusal}"
                     )
-                    found.append(Decision(rev.id, line.index, line, None, held))
+                    found.append(Decision(rev.id, line.index, line, None, hostage))
             continue
         where = positions(statements, start.get(rev.id, 0))
         mine: dict[int, Decision] = {}
