@@ -593,3 +593,35 @@ def test_an_env_py_that_runs_only_on_the_callers_connection_is_read_on_the_dsn_g
     assert "pending   a1, b2" in capsys.readouterr().out
     assert main(["upgrade", "--migrations", str(root), "--dsn", empty_db, "--to", "b2"]) == 0
     assert fmt.current(empty_db, "schema_rev") == "b2"
+
+
+def test_queueguards_own_connections_elsewhere_meanwhile_are_not_env_pys(make_db: Any) -> None:
+    """While env.py runs on one database, queueguard itself may read another in another
+    thread (the online proof runs its two sides at once): its own engines are left alone,
+    an engine made by anyone else on another database is refused."""
+    import threading
+
+    from queueguard.sets.alembic_dsn import _connected
+    from queueguard.sets.alembic_tap import tapped
+
+    mine, other = make_db(), make_db()
+    results: dict[str, object] = {}
+
+    def elsewhere() -> None:
+        with _connected(other) as connection:
+            results["own"] = connection.execute(sa.text("SELECT current_database()")).scalar()
+        engine = sa.create_engine(sqlalchemy_url(other), poolclass=sa.pool.NullPool)
+        try:
+            with engine.connect():
+                results["foreign"] = "connected"
+        except UsageError as exc:
+            results["foreign"] = str(exc)
+        finally:
+            engine.dispose()
+
+    with tapped(mine):
+        thread = threading.Thread(target=elsewhere)
+        thread.start()
+        thread.join()
+    assert results["own"] == psycopg.conninfo.conninfo_to_dict(other)["dbname"]
+    assert str(results["foreign"]).startswith("the project's env.py connected to database")

@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import os
 import time
+import weakref
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 from queueguard.errors import UsageError
 from queueguard.pg.dsn import params
@@ -77,6 +78,20 @@ def refuse_elsewhere(raw: Any, dsn: str) -> None:
         )
 
 
+#: the SQLAlchemy engines queueguard makes itself (its connections for env.py, its reads of a
+#: version table): `refuse_engine_elsewhere` leaves them alone, so that queueguard's own work
+#: on another database in another thread meanwhile (the proof's other side) is not taken for
+#: env.py's
+_OWN_ENGINES: weakref.WeakSet[Any] = weakref.WeakSet()
+_E = TypeVar("_E")
+
+
+def own_engine(engine: _E) -> _E:
+    """`engine`, marked as queueguard's own (see `_OWN_ENGINES`)."""
+    _OWN_ENGINES.add(engine)
+    return engine
+
+
 def _url_where(url: Any) -> tuple[str, str, str, str]:
     """(backend, database, host, port) a SQLAlchemy URL names ("" where it does not say)."""
     query = dict(getattr(url, "query", {}) or {})
@@ -102,6 +117,8 @@ def refuse_engine_elsewhere(connection: Any, dsn: str) -> None:
     application that migrates from a worker thread or through an async engine (Prefect's
     env.py does both, with the URL of its own settings) is caught here, before any
     statement."""
+    if connection.engine in _OWN_ENGINES:
+        return
     raw = getattr(getattr(connection, "connection", None), "dbapi_connection", None)
     info = getattr(raw, "info", None)
     if info is not None and hasattr(info, "dbname"):
