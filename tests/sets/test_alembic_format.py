@@ -495,3 +495,136 @@ def test_a_first_revision_altering_the_applications_own_tables_says_where_they_c
     with pytest.raises(MigrationError) as later:
         fmt.run(root, empty_db, "c3")
     assert "no revision creates" not in str(later.value)
+
+
+_OWN_SETTINGS_ENV_PY = '''"""An application's env.py that migrates from a worker thread, through an
+engine built from its own setting (QG_TEST_APP_DB_URL), not the URL or connection given."""
+import os
+import threading
+
+from alembic import context
+from sqlalchemy import create_engine, pool
+
+VERSION_TABLE = "schema_rev"
+
+
+def run() -> None:
+    engine = create_engine(os.environ["QG_TEST_APP_DB_URL"], poolclass=pool.NullPool)
+    with engine.connect() as connection:
+        context.configure(connection=connection, version_table=VERSION_TABLE)
+        with context.begin_transaction():
+            context.run_migrations()
+        connection.commit()
+
+
+if context.is_offline_mode():
+    context.configure(url="postgresql://", literal_binds=True, version_table=VERSION_TABLE)
+    with context.begin_transaction():
+        context.run_migrations()
+else:
+    errors: list[BaseException] = []
+
+    def worker() -> None:
+        try:
+            run()
+        except BaseException as exc:
+            errors.append(exc)
+
+    thread = threading.Thread(target=worker)
+    thread.start()
+    thread.join()
+    if errors:
+        raise errors[0]
+'''
+
+
+@pytest.mark.parametrize("elsewhere", ["another database", "sqlite"])
+def test_an_env_py_migrating_its_own_database_from_a_worker_thread_is_refused(
+    tmp_path: Path,
+    make_db: Any,
+    monkeypatch: pytest.MonkeyPatch,
+    elsewhere: str,
+) -> None:
+    """Prefect's pattern: env.py runs the revisions in a worker thread, on an engine of the
+    application's own settings. The driver-level tap sees neither that thread nor (for an
+    async engine) that driver: queueguard reported the database it was given as upgraded
+    while env.py had migrated the other one. Now the connection is refused before any
+    statement, and neither database is touched."""
+    root = tmp_path / "project"
+    shutil.copytree(ATTRS, root)
+    (root / "env.py").write_text(_OWN_SETTINGS_ENV_PY)
+    target, other = make_db(), make_db()
+    if elsewhere == "sqlite":
+        url = f"sqlite:///{tmp_path / 'app.db'}"
+    else:
+        url = sqlalchemy_url(other).render_as_string(hide_password=False)
+    monkeypatch.setenv("QG_TEST_APP_DB_URL", url)
+    with pytest.raises(UsageError, match=r"the project's env\.py connected to"):
+        fmt.run(root, target, "a1")
+    for dsn in (target, other):
+        with psycopg.connect(dsn) as conn:
+            assert conn.execute("SELECT to_regclass('account')").fetchone() == (None,)
+    assert not (tmp_path / "app.db").exists() or (tmp_path / "app.db").stat().st_size == 0
+    # given its own database, the same env.py runs
+    monkeypatch.setenv("QG_TEST_APP_DB_URL", sqlalchemy_url(target).render_as_string(False))
+    fmt.run(root, target, "a1")
+    assert fmt.current(target, "schema_rev") == "a1"
+
+
+def test_an_env_py_that_runs_only_on_the_callers_connection_is_read_on_the_dsn_given(
+    tmp_path: Path, empty_db: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Dagster's pattern: env.py raises in both modes unless the caller put a connection in
+    config.attributes. The commands given a --dsn learn its version table there (read only)
+    instead of refusing with "give a database" while one was given."""
+    from queueguard import sets
+    from queueguard.cli import main
+
+    root = tmp_path / "project"
+    shutil.copytree(ATTRS, root)
+    env = root / "env.py"
+    env.write_text(
+        env.read_text().replace(
+            "def run_migrations_offline() -> None:\n",
+            "def run_migrations_offline() -> None:\n    raise RuntimeError('connection only')\n",
+        )
+    )
+    with pytest.raises(UsageError, match=r"connection only.*give a database \(--dsn\)"):
+        sets.load(root)
+    assert sets.load(root, dsn=empty_db).bookkeeping == frozenset({"schema_rev"})
+    assert main(["status", "--migrations", str(root), "--dsn", empty_db]) == 0
+    assert "pending   a1, b2" in capsys.readouterr().out
+    assert main(["upgrade", "--migrations", str(root), "--dsn", empty_db, "--to", "b2"]) == 0
+    assert fmt.current(empty_db, "schema_rev") == "b2"
+
+
+def test_queueguards_own_connections_elsewhere_meanwhile_are_not_env_pys(make_db: Any) -> None:
+    """While env.py runs on one database, queueguard itself may read another in another
+    thread (the online proof runs its two sides at once): its own engines are left alone,
+    an engine made by anyone else on another database is refused."""
+    import threading
+
+    from queueguard.sets.alembic_dsn import _connected
+    from queueguard.sets.alembic_tap import tapped
+
+    mine, other = make_db(), make_db()
+    results: dict[str, object] = {}
+
+    def elsewhere() -> None:
+        with _connected(other) as connection:
+            results["own"] = connection.execute(sa.text("SELECT current_database()")).scalar()
+        engine = sa.create_engine(sqlalchemy_url(other), poolclass=sa.pool.NullPool)
+        try:
+            with engine.connect():
+                results["foreign"] = "connected"
+        except UsageError as exc:
+            results["foreign"] = str(exc)
+        finally:
+            engine.dispose()
+
+    with tapped(mine):
+        thread = threading.Thread(target=elsewhere)
+        thread.start()
+        thread.join()
+    assert results["own"] == psycopg.conninfo.conninfo_to_dict(other)["dbname"]
+    assert str(results["foreign"]).startswith("the project's env.py connected to database")

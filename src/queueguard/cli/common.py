@@ -105,4 +105,5 @@ def _foreign_set(args: argparse.Namespace) -> Any:
     fmt = getattr(args, "format", None)
     if not folder:
         return sets.load(Path(str(migrations_dir())), fmt or "queueguard")
-    return sets.load(Path(folder), fmt)
+    # an Alembic env.py that cannot run offline is asked its version table on the --dsn given
+    return sets.load(Path(folder), fmt, getattr(args, "dsn", None))

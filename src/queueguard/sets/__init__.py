@@ -47,7 +47,14 @@ def detect(root: Path) -> str:
     )
 
 
-def load(root: Path | str, format_name: str | None = None) -> MigrationSet:
+def load(root: Path | str, format_name: str | None = None, dsn: str | None = None) -> MigrationSet:
+    """The set in `root`. `dsn`: a database the command was given, which an Alembic project
+    whose env.py cannot run offline (Dagster's needs the caller's connection in both modes)
+    is asked its version table on, read only (`alembic_version_table.version_table`)."""
     root = Path(root).resolve()
     name = format_name or detect(root)
+    if name == "alembic":
+        from queueguard.sets import alembic
+
+        return alembic.load(root, dsn)
     return adapter(name).load(root)  # type: ignore[no-any-return]

@@ -125,13 +125,14 @@ def _revision(script: Script) -> Revision:
     )
 
 
-def load(root: Path) -> MigrationSet:
+def load(root: Path, dsn: str | None = None) -> MigrationSet:
     """The project's revisions, base → head, and its version table as bookkeeping (env.py is
-    run in offline mode to learn it: see `version_table`)."""
+    run in offline mode to learn it, or online on `dsn`, read only, when it cannot run
+    offline: see `version_table`)."""
     cfg = config(root, None)
     script = _script_directory(cfg)
     revisions = tuple(_revision(s) for s in _line(script, root))
-    table = version_table(root)
+    table = version_table(root, dsn)
     return MigrationSet(
         format=FORMAT,
         root=root,

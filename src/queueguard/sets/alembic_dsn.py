@@ -14,6 +14,7 @@ from queueguard.errors import ConnectionFailed
 from queueguard.pg.connect import CONNECT_TIMEOUT_S
 from queueguard.pg.connect import reason as driver_reason
 from queueguard.pg.dsn import params, redact, validate, with_params
+from queueguard.sets.alembic_hooks import own_engine
 
 #: libpq options of a connection that must not write (`current`, version-table discovery)
 READ_ONLY = "-c default_transaction_read_only=on"
@@ -62,7 +63,7 @@ def sqlalchemy_url(dsn: str, options: str | None = None) -> sa.URL:
 
 @contextmanager
 def _connected(dsn: str, options: str | None = None) -> Iterator[sa.Connection]:
-    engine = sa.create_engine(sqlalchemy_url(dsn, options), poolclass=NullPool)
+    engine = own_engine(sa.create_engine(sqlalchemy_url(dsn, options), poolclass=NullPool))
     try:
         try:
             connection = engine.connect()

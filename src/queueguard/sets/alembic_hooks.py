@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import os
 import time
+import weakref
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 from queueguard.errors import UsageError
 from queueguard.pg.dsn import params
@@ -74,4 +75,66 @@ def refuse_elsewhere(raw: Any, dsn: str) -> None:
             f"to the one queueguard gave it ({want_db!r} on {want_host or 'the default host'}:"
             f"{want_port or 'the default port'}); nothing was run there. Make env.py use "
             "config.attributes['connection'] or the sqlalchemy.url queueguard sets"
+        )
+
+
+#: the SQLAlchemy engines queueguard makes itself (its connections for env.py, its reads of a
+#: version table): `refuse_engine_elsewhere` leaves them alone, so that queueguard's own work
+#: on another database in another thread meanwhile (the proof's other side) is not taken for
+#: env.py's
+_OWN_ENGINES: weakref.WeakSet[Any] = weakref.WeakSet()
+_E = TypeVar("_E")
+
+
+def own_engine(engine: _E) -> _E:
+    """`engine`, marked as queueguard's own (see `_OWN_ENGINES`)."""
+    _OWN_ENGINES.add(engine)
+    return engine
+
+
+def _url_where(url: Any) -> tuple[str, str, str, str]:
+    """(backend, database, host, port) a SQLAlchemy URL names ("" where it does not say)."""
+    query = dict(getattr(url, "query", {}) or {})
+
+    def one(value: Any) -> str:
+        if isinstance(value, tuple | list):
+            return ",".join(str(v) for v in value)
+        return "" if value is None else str(value)
+
+    return (
+        str(url.get_backend_name()),
+        one(url.database),
+        one(url.host or query.get("host")),
+        one(url.port or query.get("port")),
+    )
+
+
+def refuse_engine_elsewhere(connection: Any, dsn: str) -> None:
+    """Refuse a SQLAlchemy connection that env.py opened, in whatever thread, on another
+    database than `dsn`: read from the driver's own connection where it says (psycopg,
+    psycopg2), else from the engine's URL (asyncpg, SQLite: another backend is another
+    database). The driver-level tap only sees psycopg on the thread that runs env.py; an
+    application that migrates from a worker thread or through an async engine (Prefect's
+    env.py does both, with the URL of its own settings) is caught here, before any
+    statement."""
+    if connection.engine in _OWN_ENGINES:
+        return
+    raw = getattr(getattr(connection, "connection", None), "dbapi_connection", None)
+    info = getattr(raw, "info", None)
+    if info is not None and hasattr(info, "dbname"):
+        refuse_elsewhere(raw, dsn)
+        return
+    backend, database, host, port = _url_where(connection.engine.url)
+    want_db, want_host, want_port = _where(dsn)
+    differs = backend != "postgresql" or any(
+        want and have and want != have
+        for want, have in ((want_db, database), (want_host, host), (want_port, port))
+    )
+    if differs:
+        raise UsageError(
+            f"the project's env.py connected to {connection.engine.url.render_as_string()!r}"
+            f", not to the database queueguard gave it ({want_db!r} on "
+            f"{want_host or 'the default host'}:{want_port or 'the default port'}); nothing "
+            "was run there. Make env.py use config.attributes['connection'] or the "
+            "sqlalchemy.url queueguard sets"
         )

@@ -13,6 +13,12 @@ checked to be on the database queueguard gave env.py (`refuse_elsewhere`).
 
 A hook's own queries on the revision's connection (reading its locks, its settings) go
 straight to the driver: while a hook runs, nothing is tapped.
+
+Every SQLAlchemy connection opened meanwhile, in any thread and with any driver, is checked
+too (`refuse_engine_elsewhere`, on SQLAlchemy's `engine_connect`): an env.py that migrates
+from a worker thread through an engine of its own settings (Prefect's does) is otherwise
+seen by none of the above, and would migrate that database while queueguard reports the
+one it was given as upgraded.
 """
 
 from __future__ import annotations
@@ -23,8 +29,10 @@ from contextlib import contextmanager
 from typing import Any
 
 import psycopg
+import sqlalchemy as sa
+from sqlalchemy import event
 
-from queueguard.sets.alembic_hooks import Around, refuse_elsewhere
+from queueguard.sets.alembic_hooks import Around, refuse_elsewhere, refuse_engine_elsewhere
 
 __all__ = ["Around", "OnCommit", "tapped"]
 #: on_commit(connection): a commit was sent and returned
@@ -124,7 +132,15 @@ def tapped(
         if tap.mine():
             tap.committed(self)
 
+    def engine_connect(connection: sa.Connection) -> None:
+        try:
+            refuse_engine_elsewhere(connection, dsn)
+        except BaseException:
+            connection.close()
+            raise
+
     with _PATCH:
+        event.listen(sa.engine.Engine, "engine_connect", engine_connect)
         psycopg.Cursor.execute = tapped_execute  # type: ignore[method-assign]
         psycopg.Cursor.executemany = tapped_many  # type: ignore[method-assign]
         psycopg.ServerCursor.execute = tapped_declare  # type: ignore[method-assign]
@@ -136,3 +152,4 @@ def tapped(
             psycopg.Cursor.executemany = executemany  # type: ignore[method-assign]
             psycopg.ServerCursor.execute = declare  # type: ignore[method-assign]
             psycopg.Connection.commit = commit  # type: ignore[method-assign]
+            event.remove(sa.engine.Engine, "engine_connect", engine_connect)

@@ -71,7 +71,8 @@ def version_table(root: Path, dsn: str | None = None) -> VersionTable:
         if dsn is None:
             raise UsageError(
                 f"{root}: cannot learn the version table, env.py failed in offline mode "
-                f"({type(offline).__name__}: {redact(str(offline))}); give a database"
+                f"({type(offline).__name__}: {redact(str(offline))}); give a database "
+                "(--dsn) to learn it there, read only"
             ) from offline
     with _connected(dsn, READ_ONLY) as connection:
         cfg = config(root, with_options(dsn, READ_ONLY), connection=connection)

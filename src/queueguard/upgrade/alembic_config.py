@@ -14,6 +14,7 @@ from queueguard.pg.connect import CONNECT_TIMEOUT_S
 from queueguard.pg.dsn import validate
 from queueguard.resources import migrations_dir
 from queueguard.revisions import SetFacts
+from queueguard.sets.alembic_hooks import own_engine
 
 UPGRADE_APPLICATION_NAME = "queueguard-upgrade"
 
@@ -32,7 +33,8 @@ def engine_for(dsn: str, application_name: str = UPGRADE_APPLICATION_NAME) -> sa
             prepare_threshold=None,
         )
 
-    return sa.create_engine("postgresql+psycopg://", creator=creator, poolclass=NullPool)
+    engine = sa.create_engine("postgresql+psycopg://", creator=creator, poolclass=NullPool)
+    return own_engine(engine)
 
 
 def config(migrations: SetFacts | None = None, **attributes: Any) -> Config:

@@ -225,6 +225,7 @@ def test_a_cheap_statement_whose_lock_the_next_ones_would_hold_past_the_budget_r
     [decision] = decide([(python, [alter, add_pk])], 100.0, _ITEM, {})
     assert (decision.revision, decision.index, decision.forms) == ("p1", 0, None)
     assert decision.refusal and "Alembic revision" in decision.refusal
+    assert decision.refusal.startswith("its AccessExclusiveLock on item is held ~715 ms")
     assert decide([(python, [alter, add_pk])], 1000.0, _ITEM, {}) == []
 
     # run as SQL (a rendered revision, any SQL set): each statement priced on its own

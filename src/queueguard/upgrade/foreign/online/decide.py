@@ -121,8 +121,15 @@ def decide(
             refusal = f"{_PYTHON_REVISION}: {why}" if why else _PYTHON_REVISION
             # through env.py the revision is one transaction: the bill's held_ms is the hold
             for line in lines:
-                if over_budget(line, budget_ms, sizes) or holds_over(line, budget_ms, sizes):
+                if over_budget(line, budget_ms, sizes):
                     found.append(Decision(rev.id, line.index, line, None, refusal))
+                elif holds_over(line, budget_ms, sizes):
+                    rel, mode = next((r, m) for r, m in line.blocking if _has_rows(r, sizes, {}))
+                    hostage = (
+                        f"its {mode} on {rel} is held ~{line.held_ms:.0f} ms, to the "
+                        f"revision's commit (env.py runs it in one transaction); {refusal}"
+                    )
+                    found.append(Decision(rev.id, line.index, line, None, hostage))
             continue
         where = positions(statements, start.get(rev.id, 0))
         mine: dict[int, Decision] = {}
