@@ -41,24 +41,24 @@ def positions(statements: Sequence[str], start: int) -> list[int]:
     return [i for i in range(start, len(statements)) if not is_transaction_control(statements[i])]
 
 
-def _has_rows(relation: str, sizes: Mapping[str, Size], indexes: Mapping[str, str]) -> bool:
-    size = sizes.get(indexes.get(relation, relation))
-    return size is not None and (bool(size.rows) or size.heap_bytes > 8192)
+def _on_rows(line: Line, sizes: Mapping[str, Size]) -> list[tuple[str, str]]:
+    """The line's read- or write-blocking locks on tables that hold rows."""
+
+    def filled(size: Size | None) -> bool:
+        return size is not None and (bool(size.rows) or size.heap_bytes > 8192)
+
+    return [(rel, mode) for rel, mode in line.blocking if filled(sizes.get(rel))]
 
 
 def over_budget(line: Line, budget_ms: float, sizes: Mapping[str, Size]) -> bool:
-    if line.estimate_ms <= budget_ms:
-        return False
-    return any(_has_rows(rel, sizes, {}) for rel, _ in line.blocking)
+    return line.estimate_ms > budget_ms and bool(_on_rows(line, sizes))
 
 
 def holds_over(line: Line, budget_ms: float, sizes: Mapping[str, Size]) -> bool:
     """A blocking lock on a table holding rows held, as the bill computed it (to the
     transaction's commit: for an Alembic revision through env.py, the revision's end), longer
     than the budget."""
-    if line.held_ms <= budget_ms:
-        return False
-    return any(_has_rows(rel, sizes, {}) for rel, _ in line.blocking)
+    return line.held_ms > budget_ms and bool(_on_rows(line, sizes))
 
 
 def _holds(lines: Sequence[Line], online: Collection[int]) -> list[tuple[float, int]]:
@@ -92,15 +92,14 @@ def _held_past(
         line = lines[i]
         if i in online or last <= i or hold <= budget_ms or over_budget(line, budget_ms, sizes):
             continue
-        if any(_has_rows(rel, sizes, {}) for rel, _ in line.blocking):
+        if _on_rows(line, sizes):
             found.append((i, hold, last))
     return found
 
 
 def _alone(line: Line, sql: str, sizes: Mapping[str, Size]) -> list[Form]:
     """The statement as written, in a transaction of its own."""
-    table = next(rel for rel, _ in line.blocking if _has_rows(rel, sizes, {}))
-    return [Form(PLAIN, table, sql)]
+    return [Form(PLAIN, _on_rows(line, sizes)[0][0], sql)]
 
 
 def decide(
@@ -124,7 +123,7 @@ def decide(
                 if over_budget(line, budget_ms, sizes):
                     found.append(Decision(rev.id, line.index, line, None, refusal))
                 elif holds_over(line, budget_ms, sizes):
-                    rel, mode = next((r, m) for r, m in line.blocking if _has_rows(r, sizes, {}))
+                    rel, mode = _on_rows(line, sizes)[0]
                     hostage = (
                         f"its {mode} on {rel} is held ~{line.held_ms:.0f} ms, to the "
                         f"revision's commit (env.py runs it in one transaction); {refusal}"
