@@ -390,13 +390,21 @@ ALTER TABLE {table} ENABLE ALWAYS TRIGGER queueguard_capture,
 SELECT set_config('maintenance_work_mem', %(memory)s, true)
 WHERE pg_size_bytes(current_setting('maintenance_work_mem')) < pg_size_bytes(%(memory)s);
 
--- name: fill_bound
--- The key of the batch's last row (none: the rest fits in one batch).
-SELECT {key_text} FROM ONLY {table} WHERE {after} ORDER BY {key} OFFSET %(skip)s LIMIT 1;
+-- name: fill_pages
+-- The table's pages when the fill begins.
+SELECT pg_relation_size(%(oid)s::regclass) / current_setting('block_size')::bigint;
 
 -- name: fill_batch
+-- The rows of a range of the table's pages, read in order (a TID range scan).
 INSERT INTO {shadow} ({columns}) OVERRIDING SYSTEM VALUE
-SELECT {expressions} FROM ONLY {table} WHERE {range};
+SELECT {expressions} FROM ONLY {table} WHERE ctid >= %(lo)s::tid AND ctid < %(hi)s::tid;
+
+-- name: fill_duplicates
+-- Of the keys the shadow holds twice, the first copy kept (which one does not matter: the
+-- log holds the key, and the replay puts the live row in its place).
+DELETE FROM {shadow} s
+USING (SELECT {key}, min(ctid) AS kept FROM {shadow} GROUP BY {key} HAVING count(*) > 1) d
+WHERE ({s_key}) = ({d_key}) AND s.ctid <> d.kept;
 
 -- name: replay_take
 -- A batch of logged keys, taken off the log in the order they were logged. Only rows this

@@ -10,9 +10,11 @@ Phases, as `on_progress(phase, rows done, rows total)` reports them:
 - capture: the table's DDL from `pg_dump --schema-only --table`, a probe of what the
   statement keeps, the shadow built empty under the table's name in `queueguard_shadow`
   with the statement applied (`rebuild_shadow`), then the triggers that log changed keys;
-- fill: the table copied in key order, one batch per transaction (`rebuild_copy`);
-- indexes: the key's index first, a replay (the fill read rows at different moments: a row
-  a writer moved to another key meanwhile is in the shadow twice until then), then the other
+- fill: the table copied in the order of its pages, one range per transaction
+  (`rebuild_copy`);
+- indexes: the key's index first, a replay (the fill read pages at different moments: a row
+  a writer moved meanwhile can be in the shadow twice until then — one copy per key is kept
+  for the key's index, the replay puts the live row back), then the other
   indexes and the constraints they back, built on the filled shadow nobody reads (with more
   maintenance_work_mem), each followed by a replay of the changes logged during its build;
 - replay: logged changes replayed until the log is nearly empty (`rebuild_replay`); ANALYZE;
@@ -53,7 +55,7 @@ from queueguard.upgrade.foreign.online.rebuild_catalog import (
     fingerprint,
     schema_exists,
 )
-from queueguard.upgrade.foreign.online.rebuild_copy import Throttle, fill
+from queueguard.upgrade.foreign.online.rebuild_copy import Throttle, deduplicate, fill
 from queueguard.upgrade.foreign.online.rebuild_ddl import INDEXES, Step, dump, split
 from queueguard.upgrade.foreign.online.rebuild_refusals import refusals
 from queueguard.upgrade.foreign.online.rebuild_replay import Pace, capture, replay
@@ -102,10 +104,12 @@ def run(
     build = _capture(ctx, form, progress)
     fill(ctx, build.copy, throttle, progress)
     # the key's index first: the replay finds rows by it, and a replay must come before the
-    # other unique indexes — the fill read rows at different moments, so a row a writer moved
-    # to another key during the fill can be in the shadow twice until the replay
+    # other unique indexes. The fill read each page at its own moment, so a row a writer
+    # moved during the fill can be in the shadow twice (under one key or, moved to another
+    # key, under two) until the replay; one copy per key is kept for the key's index.
     key, others = _key_first(build)
     progress("indexes", 0, len(others) + 1)
+    ctx.transaction(lambda conn: deduplicate(conn, build.copy))
     _build_index(ctx, key)
     replay(ctx, build.copy, throttle, progress)
     pace = Pace()

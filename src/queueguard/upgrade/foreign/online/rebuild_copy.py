@@ -1,6 +1,6 @@
-"""Filling the shadow while the application writes: the table copied batch by batch in key
-order, one batch per transaction (the capture triggers, in place before, log every row a
-writer changes meanwhile; `rebuild_replay` catches the shadow up).
+"""Filling the shadow while the application writes: the table copied range of pages by
+range of pages, one range per transaction (the capture triggers, in place before, log every
+row a writer changes meanwhile; `rebuild_replay` catches the shadow up).
 
 What the copy selects: every column the shadow shares with the table (same attnum, same
 name), through the statement's USING expression where its TYPE change gives one. Generated
@@ -109,63 +109,81 @@ def _literal(text: str) -> str:
     return "'" + text.replace("'", "''") + "'"
 
 
-def _key_text(copy: CopyPlan) -> sql.Composable:
-    """The key as text, under other names than the columns': ORDER BY a column's own name
-    would otherwise sort by the text (and '10' comes before '9'), never by the index."""
-    return sql.SQL(", ".join(f"{quote(c.name)}::text AS b{i}" for i, c in enumerate(copy.key)))
-
-
 def key_names(copy: CopyPlan) -> str:
     return ", ".join(quote(c.name) for c in copy.key)
 
 
-def _row(copy: CopyPlan, prefix: str) -> str:
-    """The key as a row of casts of the parameters `prefix0`, `prefix1`, …"""
-    return ", ".join(cast(f"%({prefix}{i})s", c) for i, c in enumerate(copy.key))
-
-
-def _params(prefix: str, values: tuple[str, ...] | None) -> dict[str, str]:
-    return {f"{prefix}{i}": v for i, v in enumerate(values or ())}
+#: pages of the first batch when the statistics give no rows per page
+FIRST_PAGES = 1
 
 
 def fill(ctx: Context, copy: CopyPlan, throttle: Throttle, progress: Progress) -> int:
-    """Copy the table into the shadow, one batch of keys per transaction; rows copied."""
+    """Copy the table into the shadow, one range of its pages per transaction, in the order
+    they lie on disk (a TID range scan: each page read once, in sequence; a key order reads
+    the heap at random — Temporal's key is an md5); rows copied. The pages are those the
+    table had when the fill began: a row version written later was written after the capture
+    triggers were in place, so its key is in the log."""
     table = copy.table
-    key = key_names(copy)
-    done, lower = 0, None
-    while True:
+    pages = ctx.transaction(lambda conn: _pages(conn, table))
+    step = _first_step(pages, table.rows_estimate, throttle.batch_size)
+    done, lower = 0, 0
+    while lower < pages:
+        upper = min(pages, lower + step)
 
-        def batch(
-            conn: psycopg.Connection[Any], lower: tuple[str, ...] | None = lower
-        ) -> tuple[tuple[str, ...] | None, int]:
+        def batch(conn: psycopg.Connection[Any], lower: int = lower, upper: int = upper) -> int:
             no_row_security(conn)
-            after = f"({key}) > ({_row(copy, 'lo')})" if lower else "true"
-            bound = conn.execute(
-                sql.SQL(Q["fill_bound"]).format(
-                    key_text=_key_text(copy), table=sql.SQL(table.qualified),
-                    after=sql.SQL(after), key=sql.SQL(key),
-                ),
-                {"skip": throttle.batch_size - 1, **_params("lo", lower)},
-            ).fetchone()  # fmt: skip
-            upper = tuple(bound) if bound else None
-            within = [after] + ([f"({key}) <= ({_row(copy, 'hi')})"] if upper else [])
             cur = conn.execute(
                 sql.SQL(Q["fill_batch"]).format(
                     shadow=sql.SQL(table.shadow), columns=sql.SQL(", ".join(copy.columns)),
                     expressions=sql.SQL(", ".join(copy.expressions)),
-                    table=sql.SQL(table.qualified), range=sql.SQL(" AND ".join(within)),
+                    table=sql.SQL(table.qualified),
                 ),
-                {**_params("lo", lower), **_params("hi", upper)},
+                {"lo": f"({lower},0)", "hi": f"({upper},0)"},
             )  # fmt: skip
-            return upper, cur.rowcount
+            return cur.rowcount
 
-        upper, rows = ctx.transaction(batch)
-        done += rows
+        done += ctx.transaction(batch)
         progress("fill", done, max(table.rows_estimate, done))
-        if upper is None:
-            return done
+        step = _next_step(step, upper, done, throttle.batch_size)
         lower = upper
-        between(ctx, throttle)
+        if lower < pages:
+            between(ctx, throttle)
+    return done
+
+
+def _pages(conn: psycopg.Connection[Any], table: Table) -> int:
+    row = conn.execute(Q["fill_pages"], {"oid": table.oid}).fetchone()
+    return int(row[0]) if row else 0
+
+
+def _first_step(pages: int, rows_estimate: int, batch_size: int) -> int:
+    """Pages of the first batch: batch_size rows at the planner's rows per page."""
+    if pages <= 0 or rows_estimate <= 0:
+        return FIRST_PAGES
+    return max(1, round(batch_size * pages / rows_estimate))
+
+
+def _next_step(step: int, read: int, copied: int, batch_size: int) -> int:
+    """Pages of the next batch: batch_size rows at the rows per page read so far, growing at
+    most fourfold a batch (a stretch of empty pages says little about the pages after it)."""
+    if copied <= 0:
+        return step * 4
+    return max(1, min(step * 4, round(batch_size * read / copied)))
+
+
+def deduplicate(conn: psycopg.Connection[Any], copy: CopyPlan) -> int:
+    """One row per key left in the shadow, before the key's unique index is built (rows
+    removed). Each page was read at its own moment: a row a writer moved to a page not read
+    yet was copied twice — its key is in the log, and the replay puts the live row back."""
+    key = [quote(c.name) for c in copy.key]
+    cur = conn.execute(
+        sql.SQL(Q["fill_duplicates"]).format(
+            shadow=sql.SQL(copy.table.shadow), key=sql.SQL(", ".join(key)),
+            s_key=sql.SQL(", ".join(f"s.{k}" for k in key)),
+            d_key=sql.SQL(", ".join(f"d.{k}" for k in key)),
+        )
+    )  # fmt: skip
+    return cur.rowcount
 
 
 def no_row_security(conn: psycopg.Connection[Any]) -> None:
