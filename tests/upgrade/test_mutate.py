@@ -317,11 +317,12 @@ def test_the_fast_verify_gate_runs_what_verify_runs(queueguard_server: str, tmp_
     root = materialise(migrations_dir(), tmp_path / "migrations", {})
     migrations = revisions.load(root)
     exact = verify.verify(queueguard_server, preflight=None, migrations=migrations)
-    # not qgm…: the end-to-end test above, maybe running beside this one, counts every qgm…
-    # database it did not see before it started as one its run left behind
-    with ScratchDatabases(queueguard_server, prefix="fvtest") as templates:
+    # qg… (only so named a scratch database is dropped), not qgm…: the end-to-end test
+    # above, maybe running beside this one, counts every qgm… database it did not see
+    # before it started as one its run left behind
+    with ScratchDatabases(queueguard_server, prefix="qgfvtest") as templates:
         shared = prepare(templates, migrations, "004")
-        fast = fast_verify(shared, migrations, None, "fvtestf")
+        fast = fast_verify(shared, migrations, None, "qgfvtestf")
 
     def checks(report: verify_report.VerifyReport) -> dict[str, list[str]]:
         return {r.fixture: [c.name for c in r.checks] for r in report.results}
@@ -331,7 +332,7 @@ def test_the_fast_verify_gate_runs_what_verify_runs(queueguard_server: str, tmp_
     assert fast.compatibility is not None and exact.compatibility is not None
     assert fast.compatibility.as_json() == exact.compatibility.as_json()
     assert set(fast.as_json()) == set(exact.as_json())
-    assert _databases(queueguard_server, "fvtest") == []
+    assert _databases(queueguard_server, "qgfvtest") == []
 
 
 def test_preflight_reads_no_migration_sql(queueguard_database: object, tmp_path: Path) -> None:
