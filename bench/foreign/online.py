@@ -185,6 +185,14 @@ class FillRate:
         self.seconds = 0.0
         #: (phase, when it was entered), in order; a phase entered again appears again
         self.timeline: list[tuple[str, float]] = []
+        #: (step, when it began) of what comes before the rebuild: sample, plan, proof
+        self.steps: list[tuple[str, float]] = []
+
+    def tell(self, message: str) -> None:
+        """upgrade_online's `tell`: each message starts with its step's name."""
+        step = message.split(":", 1)[0]
+        if not self.steps or self.steps[-1][0] != step:
+            self.steps.append((step, time.perf_counter()))
 
     def __call__(self, phase: str, done: int, total: int | None) -> None:
         now = time.perf_counter()
@@ -198,11 +206,11 @@ class FillRate:
         self.rows, self.seconds = done, now - self.started
 
     def durations(self, began: float, end: float) -> dict[str, float]:
-        """Seconds per phase, summed over its stretches; "before" is from the run's start
-        to the target's rebuild (plan, proof); "swap" runs to the run's end (the old
-        table's drop, the revision's statements after the rebuild)."""
+        """Seconds per phase, summed over its stretches; before the target's rebuild, the
+        steps upgrade_online told (sample, plan, proof); "swap" runs to the run's end (the
+        old table's drop, the revision's statements after the rebuild)."""
         spent: dict[str, float] = {}
-        marks = [("before", began), *self.timeline, ("end", end)]
+        marks = [("before", began), *self.steps, *self.timeline, ("end", end)]
         for (name, t), (_, t_next) in itertools.pairwise(marks):
             spent[name] = spent.get(name, 0.0) + t_next - t
         return {name: round(seconds, 1) for name, seconds in spent.items()}
@@ -230,7 +238,7 @@ def case(name: str, dsn: str, folder: Path, to: str, rows: int, writers_n: int) 
     if name == "plain":
         upgrade(mset, dsn, to=to)
     else:
-        upgrade_online(mset, dsn, to=to, options={"on_progress": fill})
+        upgrade_online(mset, dsn, to=to, options={"on_progress": fill}, tell=fill.tell)
     ended = time.perf_counter()
     total = ended - began
     time.sleep(1.0)
@@ -289,7 +297,9 @@ def render(results: list[dict[str, Any]], args: argparse.Namespace, command: str
         "Anchors: pg-osc copies ≈ 110 k rows/s and swaps in 0.45–0.84 s at 2 M rows; pgroll "
         "backfills 9.4 k rows/s at 300 k.",
         "",
-        f"Online's time by phase: {spent} (before: the sample, plan and proof; swap: to the "
+        f"Online's time by phase: {spent} (sample: the target's schema and a sample of its "
+        "rows copied; plan: every statement traced on a clone; proof: plain and online on two "
+        "more clones, their dumps and rows compared; swap: to the "
         "run's end, the old table's drop and the revision's statements after the rebuild "
         "included). Load average: the machine's, sampled each second during the case (2 "
         "cores, shared with other work).",
