@@ -10,6 +10,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import psycopg
 import pytest
@@ -17,7 +18,6 @@ import pytest
 from bench.foreign.online import LockSampler
 from queueguard import sets
 from queueguard.cli import main
-from queueguard.errors import LockTimeout
 from queueguard.sets import Revision
 from queueguard.upgrade.foreign import progress, runner
 from queueguard.upgrade.foreign.online import abort, choose, index, proof
@@ -312,32 +312,63 @@ def test_a_check_left_not_valid_by_a_kill_is_finished_by_the_rerun_or_dropped_by
 def test_a_long_transaction_delays_a_concurrent_build_in_its_own_database_only(
     make_db: Callable[..., str],
 ) -> None:
-    """A concurrent build waits for every older snapshot of its own database, and that wait
-    counts against lock_timeout: a long transaction in another database does not hold it
-    (PostgreSQL looks at its own database's transactions only), one in the same database
-    makes the step give up on the ladder, with nothing built."""
+    """A concurrent build waits for every older snapshot of its own database — holding
+    nobody up meanwhile, so no lock_timeout cuts the wait, only the statement timeout: a
+    long transaction in another database does not hold it (PostgreSQL looks at its own
+    database's transactions only); one in the same database delays it while writers go on,
+    and it is built once that transaction ends."""
     target, elsewhere = make_db(), make_db()
     with psycopg.connect(target, autocommit=True) as conn:
         conn.execute("CREATE TABLE t (id int PRIMARY KEY, a int)")
         conn.execute("INSERT INTO t SELECT g, g FROM generate_series(1, 1000) g")
     [form] = choose.choose("CREATE INDEX t_a ON t (a)", rewrites=False)  # type: ignore[misc]
     limits = Limits(lock_timeout_ms=300, retries=0)
-    for where, builds in ((elsewhere, True), (target, False)):
-        with psycopg.connect(where) as old, psycopg.connect(target) as conn:
-            old.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
-            old.execute("SELECT 1").fetchone()  # a snapshot older than the build
-            with psycopg.connect(target, autocommit=True) as writer:  # the horizon moves on
-                writer.execute("UPDATE t SET a = a + 1 WHERE id = 1")
-            ctx = Context(conn, limits)
-            if builds:
-                index.run(ctx, form)
-            else:
-                with pytest.raises(LockTimeout):
-                    index.run(ctx, form)
+
+    def valid() -> tuple[bool] | None:
         with psycopg.connect(target) as conn:
-            valid = conn.execute(
-                "SELECT indisvalid FROM pg_index WHERE indexrelid = 't_a'::regclass"
+            return conn.execute(  # type: ignore[return-value]
+                "SELECT indisvalid FROM pg_index WHERE indexrelid = to_regclass('t_a')"
             ).fetchone()
-            assert valid == (True,) if builds else valid in (None, (False,))
+
+    def drop() -> None:
+        with psycopg.connect(target, autocommit=True) as conn:
             conn.execute("DROP INDEX IF EXISTS t_a")
-            conn.commit()
+
+    def older_snapshot(where: str) -> psycopg.Connection[Any]:
+        old = psycopg.connect(where)
+        old.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+        old.execute("SELECT 1").fetchone()  # a snapshot older than the build
+        with psycopg.connect(target, autocommit=True) as writer:  # the horizon moves on
+            writer.execute("UPDATE t SET a = a + 1 WHERE id = 1")
+        return old
+
+    with older_snapshot(elsewhere), psycopg.connect(target) as conn:
+        index.run(Context(conn, limits), form)
+    assert valid() == (True,)
+    drop()
+
+    old = older_snapshot(target)
+    with psycopg.connect(target) as conn:
+        build = threading.Thread(target=index.run, args=(Context(conn, limits), form))
+        build.start()
+        build.join(2.0)  # seven times the lock_timeout
+        assert build.is_alive()  # still waiting for the older snapshot…
+        with psycopg.connect(target, autocommit=True) as writer:  # …blocking no writer
+            writer.execute("SET lock_timeout = '1s'")
+            writer.execute("UPDATE t SET a = a + 1 WHERE id = 2")
+        old.close()
+        build.join(30.0)
+        assert not build.is_alive()
+    assert valid() == (True,)
+    drop()
+
+    # the statement timeout bounds the wait: the build stops, its invalid leftover is
+    # rebuilt by the next run
+    old = older_snapshot(target)
+    with psycopg.connect(target) as conn, pytest.raises(psycopg.errors.QueryCanceled):
+        index.run(Context(conn, Limits(300, 1000, 0)), form)
+    old.close()
+    assert valid() == (False,)
+    with psycopg.connect(target) as conn:
+        index.run(Context(conn, limits), form)
+    assert valid() == (True,)

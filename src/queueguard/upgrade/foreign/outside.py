@@ -1,6 +1,7 @@
 """A statement PostgreSQL refuses in a transaction block (SQLSTATE 25001: `CREATE INDEX
 CONCURRENTLY`, `VACUUM`, …), run alone under the session-level runner lock with the
-revision's timeouts; a concurrent build that a crash interrupted is built again."""
+revision's timeouts (a concurrent build: its statement timeout only); a concurrent build
+that a crash interrupted is built again."""
 
 from __future__ import annotations
 
@@ -33,7 +34,14 @@ def run_alone(
     began = time.perf_counter()
     try:
         runner_lock(conn, "runner_session_lock_try", limits)
-        conn.execute(f"SET lock_timeout = {limits.lock_timeout_ms}")
+        build = is_concurrent_build(statement)
+        # A concurrent build holds nobody up while it waits: its SHARE UPDATE EXCLUSIVE
+        # conflicts with no reader's or writer's lock (none of them queues behind it), and
+        # its waits for the transactions older than it block nothing. Under lock_timeout
+        # a writer's slow transaction made the build give up and begin its scans over, once
+        # per rung of the ladder (seen at 1 M rows: 11 scans, then LockTimeout). It waits as
+        # PostgreSQL's own CREATE INDEX CONCURRENTLY does, bounded by the statement timeout.
+        conn.execute(f"SET lock_timeout = {0 if build else limits.lock_timeout_ms}")
         conn.execute(f"SET statement_timeout = {limits.statement_timeout_ms}")
         index_name = concurrent_index(statement)
         if index_name is not None:
@@ -52,6 +60,11 @@ def run_alone(
             conn.execute("RESET statement_timeout")
             session_unlock(conn)
         conn.autocommit = False
+
+
+def is_concurrent_build(statement: str) -> bool:
+    """Whether the statement is a `CREATE [UNIQUE] INDEX CONCURRENTLY`, named or not."""
+    return _CONCURRENT_INDEX.match(code_of(statement)) is not None
 
 
 def concurrent_index(statement: str) -> str | None:
