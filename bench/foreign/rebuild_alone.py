@@ -1,0 +1,104 @@
+"""Benchmark: the rebuild alone against the plain statement, with no writer, no plan and no
+proof — what the shadow rebuild itself costs (docs/benchmarks.md, "Online apply of an
+unchanged set": the decomposition under the table).
+
+On two clones of a table at Temporal's `--start` (its real visibility files, read from a
+checkout of Temporal's public repository, as `bench.foreign.online` builds it): the first
+statement of `--to` run plain, and the same statement through `rebuild.run`; prints the
+two times and the rebuild's time in its index builds and its replays.
+
+    python -m bench.foreign.rebuild_alone --temporal PATH/schema/postgresql/v12/visibility/versioned
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import time
+from pathlib import Path
+from typing import Any
+from unittest.mock import patch
+
+import psycopg
+
+from bench.foreign.online import build
+from queueguard import sets
+from queueguard.pg import scratch
+from queueguard.pg.scratch import ScratchDatabases
+from queueguard.sets import temporal
+from queueguard.upgrade.foreign.online import rebuild
+from queueguard.upgrade.foreign.online.choose import REBUILD, Form
+from queueguard.upgrade.foreign.online.context import Context
+from queueguard.upgrade.foreign.online.upgrade import ONLINE_LIMITS
+
+TABLE = "executions_visibility"
+
+
+class Timed:
+    """Wraps the rebuild's index builds and replays to add up the seconds spent in each."""
+
+    def __init__(self) -> None:
+        self.spent = {"index builds": 0.0, "replays": 0.0}
+        self._stack = contextlib.ExitStack()
+
+    def __enter__(self) -> Timed:
+        for attribute, name in (("_build_index", "index builds"), ("replay", "replays")):
+            timed = self._timed(getattr(rebuild, attribute), name)
+            self._stack.enter_context(patch.object(rebuild, attribute, new=timed))
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stack.close()
+
+    def _timed(self, work: Any, name: str) -> Any:
+        def run(*args: Any, **kwargs: Any) -> Any:
+            began = time.perf_counter()
+            try:
+                return work(*args, **kwargs)
+            finally:
+                self.spent[name] += time.perf_counter() - began
+
+        return run
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m bench.foreign.rebuild_alone", description=__doc__
+    )
+    parser.add_argument("--temporal", type=Path, required=True, help="Temporal's versioned dir")
+    parser.add_argument("--rows", type=int, default=100_000)
+    parser.add_argument("--start", default="1.12")
+    parser.add_argument("--to", default="1.13")
+    parser.add_argument("--admin-dsn", default=None)
+    args = parser.parse_args(argv)
+    admin = args.admin_dsn or scratch.server_dsn()
+    statements = sets.load(args.temporal).get(args.to).statements or ()
+    statement = statements[0]
+    with ScratchDatabases(admin, prefix="qgbench") as databases:
+        template = build(admin, databases, args.temporal, args.start, args.rows)
+        plain, online = (databases.create(template=template) for _ in range(2))
+        for dsn in (plain, online):
+            with psycopg.connect(dsn) as conn:  # Temporal keys its version row on the name
+                temporal.take_over_version(conn, template)
+        with psycopg.connect(plain, autocommit=True) as conn:
+            began = time.perf_counter()
+            conn.execute(statement)
+            plain_s = time.perf_counter() - began
+        with psycopg.connect(online) as conn, Timed() as timed:
+            began = time.perf_counter()
+            rebuild.run(Context(conn, ONLINE_LIMITS), Form(REBUILD, TABLE, statement))
+            online_s = time.perf_counter() - began
+    result = {
+        "rows": args.rows,
+        "plain_s": round(plain_s, 1),
+        "rebuild_s": round(online_s, 1),
+        "ratio": round(online_s / plain_s, 2),
+        **{f"{name}_s": round(seconds, 1) for name, seconds in timed.spent.items()},
+    }
+    print(json.dumps(result))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
