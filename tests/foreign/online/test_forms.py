@@ -18,6 +18,7 @@ import pytest
 from bench.foreign.online import LockSampler
 from queueguard import sets
 from queueguard.cli import main
+from queueguard.errors import LockTimeout
 from queueguard.sets import Revision
 from queueguard.upgrade.foreign import progress, runner
 from queueguard.upgrade.foreign.online import abort, choose, index, proof
@@ -316,7 +317,8 @@ def test_a_long_transaction_delays_a_concurrent_build_in_its_own_database_only(
     nobody up meanwhile, so no lock_timeout cuts the wait, only the statement timeout: a
     long transaction in another database does not hold it (PostgreSQL looks at its own
     database's transactions only); one in the same database delays it while writers go on,
-    and it is built once that transaction ends."""
+    and it is built once that transaction ends. A session holding the table's own lock
+    still makes it give up on the ladder."""
     target, elsewhere = make_db(), make_db()
     with psycopg.connect(target, autocommit=True) as conn:
         conn.execute("CREATE TABLE t (id int PRIMARY KEY, a int)")
@@ -361,6 +363,16 @@ def test_a_long_transaction_delays_a_concurrent_build_in_its_own_database_only(
         assert not build.is_alive()
     assert valid() == (True,)
     drop()
+
+    # whoever holds the table itself (an anti-wraparound autovacuum, DDL) still makes the
+    # build give up on the ladder, with nothing built
+    with psycopg.connect(target) as holder, psycopg.connect(target) as conn:
+        holder.execute("LOCK TABLE t IN SHARE UPDATE EXCLUSIVE MODE")
+        began = time.perf_counter()
+        with pytest.raises(LockTimeout):
+            index.run(Context(conn, limits), form)
+        assert time.perf_counter() - began < 10.0  # the 300 ms lock_timeout, generous slack
+    assert valid() is None
 
     # the statement timeout bounds the wait: the build stops, its invalid leftover is
     # rebuilt by the next run

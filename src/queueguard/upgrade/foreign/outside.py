@@ -1,7 +1,8 @@
 """A statement PostgreSQL refuses in a transaction block (SQLSTATE 25001: `CREATE INDEX
 CONCURRENTLY`, `VACUUM`, …), run alone under the session-level runner lock with the
-revision's timeouts (a concurrent build: its statement timeout only); a concurrent build
-that a crash interrupted is built again."""
+revision's timeouts (a concurrent build: its table's lock seen free under the lock
+timeout, then only the statement timeout); a concurrent build that a crash interrupted is
+built again."""
 
 from __future__ import annotations
 
@@ -9,7 +10,10 @@ import re
 import time
 from typing import Any
 
+import pglast
 import psycopg
+from pglast import ast
+from psycopg import sql
 
 from queueguard.pg.sqlfiles import queries
 from queueguard.upgrade.foreign.session import Limits, runner_lock, session_unlock
@@ -34,18 +38,24 @@ def run_alone(
     began = time.perf_counter()
     try:
         runner_lock(conn, "runner_session_lock_try", limits)
-        build = is_concurrent_build(statement)
-        # A concurrent build holds nobody up while it waits: its SHARE UPDATE EXCLUSIVE
-        # conflicts with no reader's or writer's lock (none of them queues behind it), and
-        # its waits for the transactions older than it block nothing. Under lock_timeout
-        # a writer's slow transaction made the build give up and begin its scans over, once
-        # per rung of the ladder (seen at 1 M rows: 11 scans, then LockTimeout). It waits as
-        # PostgreSQL's own CREATE INDEX CONCURRENTLY does, bounded by the statement timeout.
-        conn.execute(f"SET lock_timeout = {0 if build else limits.lock_timeout_ms}")
+        conn.execute(f"SET lock_timeout = {limits.lock_timeout_ms}")
         conn.execute(f"SET statement_timeout = {limits.statement_timeout_ms}")
         index_name = concurrent_index(statement)
         if index_name is not None:
             rebuild_invalid(conn, index_name)
+        table = concurrent_build_table(statement)
+        if table is not None:
+            # A concurrent build holds nobody up while it waits: its SHARE UPDATE EXCLUSIVE
+            # conflicts with no reader's or writer's lock (none of them queues behind it),
+            # and its waits for the transactions older than it block nothing. Under
+            # lock_timeout a writer's slow transaction made the build give up and start its
+            # scans over, once per rung of the ladder (seen at 1 M rows: 11 times, then
+            # LockTimeout). So the build waits as PostgreSQL's own does, bounded by the
+            # statement timeout — once its table's lock was seen free under lock_timeout:
+            # whoever holds the table itself (an anti-wraparound autovacuum, DDL) still
+            # makes it retry on the ladder, then stop.
+            _lockable(conn, table, limits.lock_timeout_ms)
+            conn.execute("SET lock_timeout = 0")
         began = time.perf_counter()
         try:
             conn.execute(statement)
@@ -62,9 +72,27 @@ def run_alone(
         conn.autocommit = False
 
 
-def is_concurrent_build(statement: str) -> bool:
-    """Whether the statement is a `CREATE [UNIQUE] INDEX CONCURRENTLY`, named or not."""
-    return _CONCURRENT_INDEX.match(code_of(statement)) is not None
+def concurrent_build_table(statement: str) -> sql.Composable | None:
+    """The table a `CREATE [UNIQUE] INDEX CONCURRENTLY` builds on (PostgreSQL's parse of
+    it), quoted; None for any other statement."""
+    try:
+        parsed = pglast.parse_sql(statement)
+    except pglast.parser.ParseError:
+        return None
+    if len(parsed) != 1 or not isinstance(node := parsed[0].stmt, ast.IndexStmt):
+        return None
+    if not node.concurrent or node.relation is None:
+        return None
+    names = [n for n in (node.relation.schemaname, node.relation.relname) if n]
+    return sql.Identifier(*names)
+
+
+def _lockable(conn: psycopg.Connection[Any], table: sql.Composable, timeout_ms: int) -> None:
+    """The build's own lock on its table taken and let go at once, under lock_timeout
+    (LockNotAvailable: someone holds the table)."""
+    with conn.transaction():
+        conn.execute(f"SET LOCAL lock_timeout = {timeout_ms}")
+        conn.execute(sql.SQL("LOCK TABLE ONLY {} IN SHARE UPDATE EXCLUSIVE MODE").format(table))
 
 
 def concurrent_index(statement: str) -> str | None:
