@@ -6,7 +6,6 @@ built again."""
 
 from __future__ import annotations
 
-import re
 import time
 from typing import Any
 
@@ -17,15 +16,9 @@ from psycopg import sql
 
 from queueguard.pg.sqlfiles import queries
 from queueguard.upgrade.foreign.session import Limits, runner_lock, session_unlock
-from queueguard.upgrade.plan.apply import code_of
 
 Q = queries("queueguard.upgrade", "foreign.sql")
 NOT_IN_A_TRANSACTION = "25001"
-_CONCURRENT_INDEX = re.compile(
-    r"^CREATE\s+(UNIQUE\s+)?INDEX\s+CONCURRENTLY\s+(IF\s+NOT\s+EXISTS\s+)?"
-    r"(?P<name>\"[^\"]+\"|[\w$]+)",
-    re.IGNORECASE,
-)
 
 
 def run_alone(
@@ -40,11 +33,11 @@ def run_alone(
         runner_lock(conn, "runner_session_lock_try", limits)
         conn.execute(f"SET lock_timeout = {limits.lock_timeout_ms}")
         conn.execute(f"SET statement_timeout = {limits.statement_timeout_ms}")
-        index_name = concurrent_index(statement)
+        build = concurrent_build(statement)
+        index_name = build.idxname if build is not None else None
         if index_name is not None:
             rebuild_invalid(conn, index_name)
-        table = concurrent_build_table(statement)
-        if table is not None:
+        if build is not None and build.relation is not None:
             # A concurrent build holds nobody up while it waits: its SHARE UPDATE EXCLUSIVE
             # conflicts with no reader's or writer's lock (none of them queues behind it),
             # and its waits for the transactions older than it block nothing. Under
@@ -54,7 +47,7 @@ def run_alone(
             # statement timeout — once its table's lock was seen free under lock_timeout:
             # whoever holds the table itself (an anti-wraparound autovacuum, DDL) still
             # makes it retry on the ladder, then stop.
-            _lockable(conn, table, limits.lock_timeout_ms)
+            _lockable(conn, _table(build.relation), limits.lock_timeout_ms)
             conn.execute("SET lock_timeout = 0")
         began = time.perf_counter()
         try:
@@ -72,19 +65,20 @@ def run_alone(
         conn.autocommit = False
 
 
-def concurrent_build_table(statement: str) -> sql.Composable | None:
-    """The table a `CREATE [UNIQUE] INDEX CONCURRENTLY` builds on (PostgreSQL's parse of
-    it), quoted; None for any other statement."""
+def concurrent_build(statement: str) -> ast.IndexStmt | None:
+    """PostgreSQL's parse of a `CREATE [UNIQUE] INDEX CONCURRENTLY` (its `idxname` as the
+    catalog spells it, None for a nameless one); None for any other statement."""
     try:
         parsed = pglast.parse_sql(statement)
     except pglast.parser.ParseError:
         return None
     if len(parsed) != 1 or not isinstance(node := parsed[0].stmt, ast.IndexStmt):
         return None
-    if not node.concurrent or node.relation is None:
-        return None
-    names = [n for n in (node.relation.schemaname, node.relation.relname) if n]
-    return sql.Identifier(*names)
+    return node if node.concurrent else None
+
+
+def _table(relation: ast.RangeVar) -> sql.Composable:
+    return sql.Identifier(*[n for n in (relation.schemaname, relation.relname) if n])
 
 
 def _lockable(conn: psycopg.Connection[Any], table: sql.Composable, timeout_ms: int) -> None:
@@ -93,16 +87,6 @@ def _lockable(conn: psycopg.Connection[Any], table: sql.Composable, timeout_ms: 
     with conn.transaction():
         conn.execute(f"SET LOCAL lock_timeout = {timeout_ms}")
         conn.execute(sql.SQL("LOCK TABLE ONLY {} IN SHARE UPDATE EXCLUSIVE MODE").format(table))
-
-
-def concurrent_index(statement: str) -> str | None:
-    """The name of the index a `CREATE INDEX CONCURRENTLY` builds, as the catalog spells it
-    (unquoted names fold to lower case); None for a nameless one (PostgreSQL picks it)."""
-    found = _CONCURRENT_INDEX.match(code_of(statement))
-    if found is None or found["name"].upper() == "ON":
-        return None
-    name = found["name"]
-    return name[1:-1].replace('""', '"') if name.startswith('"') else name.lower()
 
 
 def rebuild_invalid(conn: psycopg.Connection[Any], name: str) -> None:
