@@ -11,7 +11,8 @@ Phases, as `on_progress(phase, rows done, rows total)` reports them:
   statement keeps, the shadow built empty under the table's name in `queueguard_shadow`
   with the statement applied (`rebuild_shadow`), then the triggers that log changed keys;
 - fill: the table copied in the order of its pages, one range per transaction
-  (`rebuild_copy`);
+  (`rebuild_copy`), then analysed: every query on the shadow after it is planned on what
+  it holds;
 - indexes: the key's index first, a replay (the fill read pages at different moments: a row
   a writer moved meanwhile can be in the shadow twice until then — one copy per key is kept
   for the key's index, the replay puts the live row back), then the other
@@ -55,7 +56,7 @@ from queueguard.upgrade.foreign.online.rebuild_catalog import (
     fingerprint,
     schema_exists,
 )
-from queueguard.upgrade.foreign.online.rebuild_copy import Throttle, deduplicate, fill
+from queueguard.upgrade.foreign.online.rebuild_copy import Throttle, analyze, deduplicate, fill
 from queueguard.upgrade.foreign.online.rebuild_ddl import INDEXES, Step, dump, split
 from queueguard.upgrade.foreign.online.rebuild_refusals import refusals
 from queueguard.upgrade.foreign.online.rebuild_replay import Pace, capture, replay
@@ -109,6 +110,9 @@ def run(
     # key, under two) until the replay; one copy per key is kept for the key's index.
     key, others = _key_first(build)
     progress("indexes", 0, len(others) + 1)
+    # what was filled is analysed before it is queried: a plan made on no statistics at all
+    # depends on luck (autovacuum may or may not have sampled the shadow by now)
+    ctx.transaction(lambda conn: analyze(conn, build.copy))
     ctx.transaction(lambda conn: deduplicate(conn, build.copy))
     _build_index(ctx, key)
     replay(ctx, build.copy, throttle, progress)

@@ -174,16 +174,18 @@ def _next_step(step: int, read: int, copied: int, batch_size: int) -> int:
 def deduplicate(conn: psycopg.Connection[Any], copy: CopyPlan) -> int:
     """One row per key left in the shadow, before the key's unique index is built (rows
     removed). Each page was read at its own moment: a row a writer moved to a page not read
-    yet was copied twice — its key is in the log, and the replay puts the live row back."""
-    key = [quote(c.name) for c in copy.key]
+    yet was copied twice — its key is in the log, and the replay puts the live row back.
+    The statement's plan is the same whatever the shadow's statistics say (no join)."""
+    key = ", ".join(quote(c.name) for c in copy.key)
     cur = conn.execute(
-        sql.SQL(Q["fill_duplicates"]).format(
-            shadow=sql.SQL(copy.table.shadow), key=sql.SQL(", ".join(key)),
-            s_key=sql.SQL(", ".join(f"s.{k}" for k in key)),
-            d_key=sql.SQL(", ".join(f"d.{k}" for k in key)),
-        )
-    )  # fmt: skip
+        sql.SQL(Q["fill_duplicates"]).format(shadow=sql.SQL(copy.table.shadow), key=sql.SQL(key))
+    )
     return cur.rowcount
+
+
+def analyze(conn: psycopg.Connection[Any], copy: CopyPlan) -> None:
+    """Statistics for the filled shadow, before anything queries it."""
+    conn.execute(sql.SQL(Q["analyze"]).format(shadow=sql.SQL(copy.table.shadow)))
 
 
 def no_row_security(conn: psycopg.Connection[Any]) -> None:
