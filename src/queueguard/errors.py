@@ -25,6 +25,10 @@ class InvalidDsn(UsageError):
     """A connection string that cannot be parsed."""
 
 
+class FleetFileError(UsageError):
+    """A targets file (`queueguard fleet`) refused: one line naming its key."""
+
+
 class SplitError(UsageError):
     """SQL text that cannot be split into statements: an unterminated quote, dollar-quote or
     block comment, or a psql meta-command (`\\set`), which a server does not understand."""

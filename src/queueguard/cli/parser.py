@@ -6,7 +6,13 @@ import argparse
 from typing import Any
 
 from queueguard import __version__
-from queueguard.cli import database_commands, lint_commands, upgrade_commands, verify_commands
+from queueguard.cli import (
+    database_commands,
+    fleet_commands,
+    lint_commands,
+    upgrade_commands,
+    verify_commands,
+)
 
 #: The program's --help description (the contract every command module keeps).
 DESCRIPTION = """\
@@ -37,6 +43,10 @@ EXAMPLES = {
     "lint": "queueguard lint migrations/ --json\n"
     "  queueguard lint --migrations ./schema/versioned --output github",
     "manifest": "queueguard manifest --write --migrations ./migrations",
+    "fleet": "queueguard fleet upgrade --targets fleet.toml --migrations db/migrations\n"
+    "  queueguard fleet status --targets fleet.toml --output markdown\n"
+    "  queueguard fleet verify --targets fleet.toml\n"
+    "  queueguard fleet matrix --shards 4 --for github",
     "mutate": "queueguard mutate 004 --list\n"
     '  queueguard mutate 004 --jobs 2 --command "pytest upgrade_tests -x" --json',
 }
@@ -331,5 +341,65 @@ def build_parser() -> argparse.ArgumentParser:
     _add_migrations(p)
     p.add_argument("--json", action="store_true")
     p.set_defaults(handler=lint_commands.cmd_mutate)
+
+    _add_fleet(sub)
     _add_examples(sub)
     return parser
+
+
+def _add_fleet(sub: Any) -> None:
+    p = sub.add_parser("fleet", help="one migration set across many databases and tenant schemas")
+    fleet = p.add_subparsers(dest="fleet_command", required=True)
+
+    def common(q: argparse.ArgumentParser) -> None:
+        q.add_argument("--targets", required=True, metavar="FILE", help="the targets file (TOML)")
+        q.add_argument(
+            "--migrations", metavar="DIR", help="the set (default: the file's, else ours)"
+        )
+        q.add_argument("--format", choices=["queueguard", "alembic", "temporal", "sqldir"])
+        q.add_argument("--output", choices=OUTPUTS)
+        q.add_argument("--json", action="store_true", help="the same as --output json")
+
+    q = fleet.add_parser("upgrade", help="bring every target to the set's head, wave by wave")
+    common(q)
+    q.add_argument("--control", metavar="DSN",
+                   help="the control database (default $QUEUEGUARD_CONTROL_DSN, else the "
+                   "embedded server's)")  # fmt: skip
+    q.add_argument("--to", help="the target revision (default head)")
+    q.add_argument(
+        "--parallel",
+        type=int,
+        default=4,
+        help="targets at once in a wave with no parallel of its own (default 4)",
+    )
+    q.add_argument("--run", help="join this run id, or `new` to start another")
+    q.add_argument("--claim-ttl", default="30s", help="lease length (default 30s)")
+    q.add_argument(
+        "--stop-grace",
+        default="20s",
+        help="after SIGTERM, how long the revisions in flight may run (default 20s)",
+    )
+    q.add_argument("--lock-timeout", help="first lock_timeout of the ladder (default 5s)")
+    q.add_argument("--statement-timeout", help="statement_timeout (default 60m)")
+    q.add_argument("--retries", type=int, help="lock-timeout retries per revision (default 3)")
+    q.add_argument("--events", metavar="FILE", help="append each state change as a JSON line")
+    q.add_argument("--metrics", metavar="FILE",
+                   help="the run's figures in the Prometheus text format")  # fmt: skip
+
+    q = fleet.add_parser("status", help="the board of a run")
+    common(q)
+    q.add_argument("--control", metavar="DSN")
+    q.add_argument("--to", help="the run's target revision (default head)")
+    q.add_argument("--run", help="this run id (default: the newest of the targets file)")
+
+    q = fleet.add_parser("verify", help="every target at head, every catalog the same")
+    common(q)
+    q.add_argument("--fresh", metavar="FILE",
+                   help="also compare each group with this fresh-install schema (SQL)")  # fmt: skip
+
+    q = fleet.add_parser("matrix", help="what a CI engine reads to start N runners of one run")
+    q.add_argument("--shards", type=int, required=True)
+    q.add_argument(
+        "--for", dest="engine", choices=["github", "argo", "kubernetes"], default="github"
+    )
+    p.set_defaults(handler=fleet_commands.cmd_fleet)

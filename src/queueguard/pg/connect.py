@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any
 
 import psycopg
@@ -13,6 +14,12 @@ from queueguard.errors import ConnectionFailed
 from queueguard.pg.dsn import redact, validate
 
 CONNECT_TIMEOUT_S = 10
+#: called with the DSN and each connection `connect` opens in this context, before it is
+#: used: a fleet worker keeps its target's connections (to cancel their statement when its
+#: lease is lost) and checks a schema target's search_path on the server first
+ON_CONNECT: ContextVar[Callable[[str, psycopg.Connection[Any]], None] | None] = ContextVar(
+    "on_connect", default=None
+)
 
 
 def reason(exc: BaseException) -> str:
@@ -41,7 +48,7 @@ def connect(
         # The tools' connections prepare nothing server-side: through a transaction pooler
         # the next transaction may run on another server connection.
         options: dict[str, Any] = {"prepare_threshold": None, **kwargs}
-        return psycopg.connect(
+        conn = psycopg.connect(
             dsn,
             application_name=application_name,
             connect_timeout=CONNECT_TIMEOUT_S,
@@ -49,6 +56,14 @@ def connect(
         )
     except psycopg.OperationalError as exc:
         raise ConnectionFailed(f"cannot connect to {redact(dsn)}: {reason(exc)}") from None
+    hook = ON_CONNECT.get()
+    if hook is not None:
+        try:
+            hook(dsn, conn)
+        except BaseException:
+            conn.close()
+            raise
+    return conn
 
 
 @contextmanager

@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import socket
 import time
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,6 +21,10 @@ from queueguard.upgrade.runner import RUNNER_WAIT_S
 
 Q = queries("queueguard.upgrade", "foreign.sql")
 APPLICATION_NAME = "queueguard-upgrade"
+#: the runner lock's key in this context: one per target. A database keeps the key every
+#: `upgrade` takes (so `upgrade` and `fleet` exclude each other); `fleet` sets its own for a
+#: schema target (`fleet.apply`), so two schemas of one database upgrade side by side.
+RUNNER_KEY: ContextVar[str] = ContextVar("runner_key", default=APPLICATION_NAME)
 
 
 @dataclass(frozen=True)
@@ -45,7 +50,7 @@ def runner_lock(conn: psycopg.Connection[Any], query: str, limits: Limits) -> No
     deadline = time.monotonic() + limits.runner_wait_s
     pause = 0.02
     while True:
-        row = conn.execute(Q[query]).fetchone()
+        row = conn.execute(Q[query], {"key": RUNNER_KEY.get()}).fetchone()
         if row and row[0]:
             return
         conn.rollback()
@@ -56,7 +61,7 @@ def runner_lock(conn: psycopg.Connection[Any], query: str, limits: Limits) -> No
 
 
 def session_unlock(conn: psycopg.Connection[Any]) -> None:
-    conn.execute(Q["runner_session_unlock"])
+    conn.execute(Q["runner_session_unlock"], {"key": RUNNER_KEY.get()})
 
 
 def stopped(dsn: str, revision: str | None, exc: psycopg.Error) -> Exception:

@@ -4,16 +4,18 @@
 
 -- name: runner_lock_try
 -- One runner at a time, per transaction (as for our own set: holds through a pooler);
--- polled, never waited for in a statement (see foreign/session.runner_lock).
-SELECT pg_try_advisory_xact_lock(hashtext('queueguard-upgrade'));
+-- polled, never waited for in a statement (see foreign/session.runner_lock). The key is one
+-- per target: 'queueguard-upgrade' for a database (as for our own set), and one of its own
+-- for each schema target of `fleet` (foreign/session.RUNNER_KEY).
+SELECT pg_try_advisory_xact_lock(hashtext(%(key)s));
 
 -- name: runner_session_lock_try
 -- The same lock for a statement that runs outside a transaction (session-level, released
 -- right after it: a pooler in transaction mode is no place for such statements anyway).
-SELECT pg_try_advisory_lock(hashtext('queueguard-upgrade'));
+SELECT pg_try_advisory_lock(hashtext(%(key)s));
 
 -- name: runner_session_unlock
-SELECT pg_advisory_unlock(hashtext('queueguard-upgrade'));
+SELECT pg_advisory_unlock(hashtext(%(key)s));
 
 -- name: progress_exists
 SELECT to_regclass('queueguard_progress') IS NOT NULL;

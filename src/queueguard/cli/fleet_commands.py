@@ -1,0 +1,132 @@
+"""`queueguard fleet`: one migration set across many databases and tenant schemas (upgrade,
+status, verify, matrix)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from queueguard.cli.common import _emit, _output
+from queueguard.errors import UsageError
+
+
+def cmd_fleet(args: argparse.Namespace) -> int:
+    handlers = {
+        "upgrade": _upgrade,
+        "status": _status,
+        "verify": _verify,
+        "matrix": _matrix,
+    }
+    return handlers[args.fleet_command](args)
+
+
+def _seconds(text: str, flag: str) -> float:
+    from queueguard.pg.targets import parse_duration_ms
+
+    ms = parse_duration_ms(text)
+    if ms <= 0:
+        raise UsageError(f"{flag} takes a duration above zero, got {text!r}")
+    return ms / 1000
+
+
+def _upgrade(args: argparse.Namespace) -> int:
+    from queueguard.fleet import board, control
+    from queueguard.fleet.run import Options
+    from queueguard.fleet.upgrade import resolve, upgrade
+    from queueguard.pg.targets import parse_duration_ms
+    from queueguard.upgrade.foreign.session import Limits
+
+    output = _output(args)
+    fleet = resolve(Path(args.targets), args.migrations, args.format, args.parallel)
+    default = Limits()
+    limits = Limits(
+        lock_timeout_ms=(
+            parse_duration_ms(args.lock_timeout) if args.lock_timeout else default.lock_timeout_ms
+        ),
+        statement_timeout_ms=parse_duration_ms(args.statement_timeout or "60m"),
+        retries=default.retries if args.retries is None else args.retries,
+    )
+    options = Options(
+        to=args.to,
+        limits=limits,
+        claim_ttl_s=_seconds(args.claim_ttl, "--claim-ttl"),
+        stop_grace_s=_seconds(args.stop_grace, "--stop-grace"),
+    )
+    ctl = control.open_control(control.resolve_dsn(args.control))
+    try:
+        run, rows, extra, code = upgrade(
+            fleet, ctl, options, run=args.run,
+            events=Path(args.events) if args.events else None,
+            metrics=Path(args.metrics) if args.metrics else None,
+        )  # fmt: skip
+    finally:
+        ctl.close()
+    doc = board.document(run, rows, extra)
+    for name in extra:
+        print(f"fleet: {name}: not in this run (found after its manifest was frozen)",
+              file=sys.stderr)  # fmt: skip
+    for t in doc["targets"]:
+        if t["state"] == "failed":
+            print(f"fleet: failed: {t['name']}: {t['error']}", file=sys.stderr)
+    _emit(output if output != "markdown" else "text", "fleet", doc, lambda: board.text(doc))
+    if output == "markdown":
+        print(board.markdown(doc), end="")
+    return code
+
+
+def _status(args: argparse.Namespace) -> int:
+    from queueguard.fleet import board, control
+    from queueguard.fleet.upgrade import resolve
+
+    output = _output(args)
+    fleet = resolve(Path(args.targets), args.migrations, args.format)
+    ctl = control.open_control(control.resolve_dsn(args.control))
+    try:
+        if args.run:
+            try:
+                run = int(args.run)
+            except ValueError:
+                raise UsageError(f"--run takes a run id, got {args.run!r}") from None
+            ctl.by_id(run)
+        else:
+            target = fleet.mset.resolve(args.to)
+            found = ctl.find(
+                control.identity(fleet.targets, fleet.file.waves, target), unfinished=False
+            )
+            if found is None:
+                raise UsageError(f"no fleet run of {args.targets} in the control database")
+            run = found[0]
+        rows = ctl.board(run)
+    finally:
+        ctl.close()
+    doc = board.document(run, rows)
+    if output == "markdown":
+        print(board.markdown(doc), end="")
+    else:
+        _emit(output, "fleet", doc, lambda: board.text(doc))
+    return 0 if doc["done"] else 1
+
+
+def _verify(args: argparse.Namespace) -> int:
+    from queueguard.fleet import verify
+    from queueguard.fleet.upgrade import resolve
+
+    output = _output(args)
+    fleet = resolve(Path(args.targets), args.migrations, args.format)
+    fresh = Path(args.fresh) if args.fresh else None
+    doc = verify.verify(fleet, fresh)
+    if output == "markdown":
+        print(verify.markdown(doc), end="")
+    else:
+        _emit(output, "fleet", doc, lambda: verify.text(doc))
+    return 0 if doc["ok"] else 1
+
+
+def _matrix(args: argparse.Namespace) -> int:
+    import json
+
+    from queueguard.fleet import matrix
+
+    print(json.dumps(matrix.render(args.shards, args.engine), indent=2))
+    return 0

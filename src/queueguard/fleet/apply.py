@@ -1,0 +1,260 @@
+"""One target of a fleet, read or upgraded exactly as `queueguard upgrade` does it for one
+database: the same runner, lock timeouts and ladder, runner lock, native bookkeeping.
+
+What the fleet adds around it:
+- a schema target's sessions get `search_path` = that schema alone (a startup option),
+  checked on the server (`current_schema()`) before the first statement: a pooler that
+  drops startup options makes the target fail, it never runs in `public`;
+- the runner lock keyed per target (a schema target gets its own key, a database keeps
+  the key every `upgrade` takes);
+- the target's connections kept, so its statement can be cancelled when its lease is lost
+  or a signal's grace has run out;
+- a SQL set applied one revision at a time, so a target in flight can stop after the
+  revision it is in (a stop, a signal) and a rerun goes on from there."""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import psycopg
+
+from queueguard.errors import ConnectionFailed
+from queueguard.fleet.targets import Target
+from queueguard.pg.connect import ON_CONNECT, connect, reason
+from queueguard.pg.dsn import params, with_params
+from queueguard.pg.sqlfiles import queries
+from queueguard.sets import MigrationSet
+from queueguard.upgrade.foreign.session import APPLICATION_NAME, RUNNER_KEY, Limits
+
+Q = queries("queueguard.fleet", "fleet.sql")
+#: Alembic's `context` is one per process: Alembic sets (queueguard's own among them) run
+#: one target at a time in a runner process
+_ALEMBIC = threading.Lock()
+
+
+class SchemaNotSet(ConnectionFailed):
+    """A schema target's session is not in its schema (a pooler dropped the startup option,
+    or the schema does not exist): the target fails before any statement."""
+
+
+def session_dsn(target: Target) -> str:
+    """The DSN the target's sessions use: a schema target's carries `search_path`."""
+    if target.schema is None:
+        return target.dsn
+    quoted = '"' + target.schema.replace('"', '""') + '"'
+    escaped = quoted.replace("\\", "\\\\").replace(" ", "\\ ")
+    options = params(target.dsn).get("options", "")
+    return with_params(target.dsn, options=f"{options} -c search_path={escaped}".strip())
+
+
+def runner_key(target: Target) -> str:
+    return APPLICATION_NAME if target.schema is None else f"{APPLICATION_NAME}:{target.schema}"
+
+
+@dataclass
+class Flight:
+    """A target in flight on this runner."""
+
+    target: Target
+    connections: list[psycopg.Connection[Any]] = field(default_factory=list)
+    #: finish the revision in flight, then stop (a stop of the run, a signal)
+    stop_between: threading.Event = field(default_factory=threading.Event)
+    #: the lease is lost: cancel, record nothing more
+    lost: threading.Event = field(default_factory=threading.Event)
+
+    def cancel(self) -> None:
+        for conn in list(self.connections):
+            with contextlib.suppress(Exception):  # a closed connection has nothing to cancel
+                conn.cancel()
+
+
+@contextmanager
+def _session(flight: Flight) -> Iterator[None]:
+    """Every connection opened in here to the target is kept for cancelling, and a schema
+    target's is checked to be in its schema before it is used."""
+    target = flight.target
+    dsn = session_dsn(target)
+
+    def opened(used: str, conn: psycopg.Connection[Any]) -> None:
+        if used != dsn:
+            return
+        flight.connections.append(conn)
+        if target.schema is not None:
+            schema_of(conn, target)
+
+    token = ON_CONNECT.set(opened)
+    key = RUNNER_KEY.set(runner_key(target))
+    try:
+        yield
+    finally:
+        ON_CONNECT.reset(token)
+        RUNNER_KEY.reset(key)
+        flight.connections.clear()
+
+
+def schema_of(conn: psycopg.Connection[Any], target: Target) -> None:
+    row = conn.execute(Q["current_schema"]).fetchone()
+    conn.rollback()
+    found = row[0] if row else None
+    if found != target.schema:
+        raise SchemaNotSet(
+            f"{target.name}: the session's schema is {found or 'none'}, not {target.schema} "
+            "(the schema is missing, or a pooler dropped the search_path startup option): "
+            "nothing was run"
+        )
+
+
+def current(
+    mset: MigrationSet, target: Target, conn: psycopg.Connection[Any] | None = None
+) -> str | None:
+    """Where the target is, by the format's own ledger (read only)."""
+    from queueguard.upgrade.foreign.runner import current as foreign_current
+
+    own = conn is None
+    if conn is None:
+        conn = connect(session_dsn(target), application_name="queueguard-fleet")
+    try:
+        if target.schema is not None:
+            schema_of(conn, target)
+        if mset.format == "queueguard":
+            from queueguard.sets import alembic_version_table
+
+            found = alembic_version_table.read(conn, mset.version_table or "queueguard_version")
+        else:
+            found = foreign_current(mset, conn)
+        conn.rollback()
+        return found
+    finally:
+        if own:
+            conn.close()
+
+
+@dataclass
+class Outcome:
+    before: str | None
+    after: str | None
+    applied: list[str]
+    lock_waits: int = 0
+    #: stopped after a revision (a stop of the run, a signal): not at the target revision
+    stopped: bool = False
+
+
+def upgrade(
+    mset: MigrationSet,
+    migrations: Path | None,
+    flight: Flight,
+    to: str | None,
+    limits: Limits,
+) -> Outcome:
+    """The target brought to `to` as `queueguard upgrade` brings one database."""
+    target = flight.target
+    dsn = session_dsn(target)
+    with _session(flight):
+        if mset.format in ("queueguard", "alembic"):
+            with _ALEMBIC:
+                return _alembic(mset, migrations, dsn, to, limits, flight)
+        return _stepwise(mset, dsn, to, limits, flight)
+
+
+def _stepwise(
+    mset: MigrationSet, dsn: str, to: str | None, limits: Limits, flight: Flight
+) -> Outcome:
+    from queueguard.upgrade.foreign.runner import upgrade as upgrade_set
+
+    before = current(mset, flight.target)
+    outcome = Outcome(before, before, [])
+    for rev in mset.pending(before, to):
+        if flight.stop_between.is_set() or flight.lost.is_set():
+            outcome.stopped = True
+            return outcome
+        report = upgrade_set(mset, dsn, to=rev.id, limits=limits)
+        outcome.applied.extend(report.applied)
+        outcome.lock_waits += report.lock_waits
+        outcome.after = report.after
+    return outcome
+
+
+def _alembic(
+    mset: MigrationSet,
+    migrations: Path | None,
+    dsn: str,
+    to: str | None,
+    limits: Limits,
+    flight: Flight,
+) -> Outcome:
+    if mset.format == "queueguard":
+        from queueguard import revisions
+        from queueguard.upgrade import runner
+
+        facts = revisions.load(migrations) if migrations else revisions.packaged()
+        before = current(mset, flight.target)
+        own = runner.upgrade(
+            dsn, to=to or "head", lock_timeout_ms=limits.lock_timeout_ms,
+            statement_timeout_ms=limits.statement_timeout_ms, retries=limits.retries,
+            progress=False, migrations=facts, runner_wait_s=limits.runner_wait_s,
+        )  # fmt: skip
+        return Outcome(before, own.after, list(own.applied), own.lock_waits)
+    from queueguard.upgrade.foreign.runner import upgrade as upgrade_set
+
+    before = current(mset, flight.target)
+    report = upgrade_set(mset, dsn, to=to, limits=limits)
+    return Outcome(before, report.after, list(report.applied), report.lock_waits)
+
+
+def refusal(mset: MigrationSet, target: Target) -> str | None:
+    """Why this set cannot run on this target at all (checked before any claim)."""
+    if target.schema is None:
+        return None
+    if mset.format == "queueguard":
+        return (
+            f"{target.name}: queueguard's own set (its runtime, host fence, online phases) "
+            "needs a database per tenant, not a schema"
+        )
+    if mset.format == "alembic":
+        return (
+            f"{target.name}: an Alembic set on a schema target is not supported yet "
+            "(its env.py decides where its tables and version table go): use a database "
+            "per tenant"
+        )
+    return None
+
+
+def database_alone(mset: MigrationSet) -> bool:
+    """Whether schema targets of one database must take turns: a statement that runs
+    outside a transaction (a concurrent build waits for every older transaction of its
+    database, another schema target's revision included) or that names a relation outside
+    the target's own schema (a foreign key to a shared table) — or statements not known
+    before they run (a Python revision)."""
+    from pglast import ast
+
+    from queueguard.upgrade.foreign.online.choose import nodes, parse_one
+
+    for rev in mset.revisions:
+        if rev.statements is None:
+            return True
+        for statement in rev.statements:
+            try:
+                tree = parse_one(statement)
+            except Exception:
+                return True
+            for node in nodes(tree):
+                if isinstance(node, ast.RangeVar) and node.schemaname:
+                    return True
+                if isinstance(node, ast.IndexStmt | ast.DropStmt) and node.concurrent:
+                    return True
+                if isinstance(node, ast.VacuumStmt | ast.ReindexStmt):
+                    return True
+    return False
+
+
+def failure(exc: BaseException) -> str:
+    """The first line of a target's error, passwords redacted."""
+    text = reason(exc) if isinstance(exc, psycopg.Error) else str(exc)
+    line = text.strip().splitlines()[0] if text.strip() else type(exc).__name__
+    return line[:500]

@@ -1,0 +1,302 @@
+"""The control database: a run's frozen manifest, each target's state and its lease with a
+fencing token, shared by every runner of the run (SQL in `fleet/sql/control.sql`).
+
+A claim is made under the run's row lock, so the waves' caps are counted and the target
+taken in one transaction; the target itself is taken with SKIP LOCKED. Each claim raises
+the target's fence; a runner records a target's end, or renews its lease, only under the
+fence it claimed with — a runner whose lease was taken over (it stalled past its TTL) finds
+its writes change nothing (`StaleFence`)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import socket
+import uuid
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import psycopg
+from psycopg.types.json import Jsonb
+
+from queueguard.errors import QueueguardError, UsageError
+from queueguard.fleet.targets import Target, Wave
+from queueguard.pg.connect import connect
+from queueguard.pg.sqlfiles import queries
+
+Q = queries("queueguard.fleet", "control.sql")
+ENV_CONTROL = "QUEUEGUARD_CONTROL_DSN"
+#: the control database on the embedded server (one runner on one machine)
+EMBEDDED_CONTROL_DB = "queueguard_fleet"
+STATES = ("pending", "running", "done", "failed", "skipped", "not in this run")
+
+
+class StaleFence(QueueguardError):
+    """A runner wrote under a fence another claim has raised since: nothing was recorded."""
+
+
+@dataclass(frozen=True)
+class RunSet:
+    """What a run applies: the set and the revision it brings every target to."""
+
+    format: str
+    head: str | None
+    checksum: str
+    target_revision: str | None
+
+
+@dataclass(frozen=True)
+class Claim:
+    name: str
+    fence: int
+    #: the lease was another runner's and expired (it may have finished or stopped mid-way)
+    takeover: bool
+
+
+def runner_id() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+
+
+def identity(targets: Sequence[Target], waves: Sequence[Wave], target_revision: str | None) -> str:
+    """Who joins a run: the resolved targets (redacted DSNs, never a password), the waves they
+    are in, and the revision they are brought to."""
+    doc = {
+        "targets": [[t.name, t.redacted, t.schema] for t in targets],
+        "waves": [[w.name, w.parallel, w.on_error, w.max_failures] for w in waves],
+        "to": target_revision,
+    }
+    return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()
+
+
+class Control:
+    """One connection to the control database (one per thread: psycopg serialises a
+    connection's use)."""
+
+    def __init__(self, dsn: str) -> None:
+        self.dsn = dsn
+        self.conn = connect(dsn, application_name="queueguard-fleet", autocommit=False)
+
+    def close(self) -> None:
+        self.conn.close()
+
+    def twin(self) -> Control:
+        return Control(self.dsn)
+
+    def _one(self, name: str, params: Mapping[str, Any]) -> Any:
+        row = self.conn.execute(Q[name], params).fetchone()
+        self.conn.commit()
+        return row
+
+    def setup(self) -> None:
+        with self.conn.transaction():
+            self.conn.execute(Q["setup_lock"])
+            self.conn.execute(Q["setup"])
+        self.conn.commit()
+
+    # --- runs --------------------------------------------------------------------------------
+    def find(self, ident: str, *, unfinished: bool = True) -> tuple[int, RunSet] | None:
+        row = self._one("open_run" if unfinished else "newest_run", {"identity": ident})
+        return (int(row[0]), RunSet(row[1], row[2], row[3], row[4])) if row else None
+
+    def by_id(self, run: int) -> RunSet:
+        row = self._one("run_by_id", {"run": run})
+        if row is None:
+            raise UsageError(f"no fleet run {run} in the control database")
+        return RunSet(row[1], row[2], row[3], row[4])
+
+    def create(
+        self,
+        ident: str,
+        the_set: RunSet,
+        waves: Sequence[Wave],
+        members: Sequence[Sequence[Target]],
+        exclusive: Mapping[str, bool],
+    ) -> int:
+        """A new run with its manifest frozen: every target, its wave, its place."""
+        with self.conn.transaction():
+            self.conn.execute(Q["setup_lock"])  # one run per identity when runners race
+            found = self.conn.execute(Q["open_run"], {"identity": ident}).fetchone()
+            if found is not None:
+                return int(found[0])
+            row = self.conn.execute(
+                Q["create_run"],
+                {"identity": ident, "format": the_set.format, "head": the_set.head,
+                 "checksum": the_set.checksum, "target": the_set.target_revision},
+            ).fetchone()  # fmt: skip
+            assert row is not None
+            run = int(row[0])
+            with self.conn.cursor() as cur:
+                cur.executemany(
+                    Q["add_wave"],
+                    [{"run": run, "position": i, "name": w.name, "parallel": w.parallel,
+                      "on_error": w.on_error, "max_failures": w.max_failures}
+                     for i, w in enumerate(waves)],
+                )  # fmt: skip
+                rows = [
+                    _target_row(run, position, wave, t, exclusive.get(t.name, False), "pending")
+                    for position, (wave, t) in enumerate(
+                        (i, t) for i, found in enumerate(members) for t in found
+                    )
+                ]
+                cur.executemany(Q["add_target"], rows)
+        self.conn.commit()
+        return run
+
+    def not_in_run(self, run: int, targets: Sequence[Target]) -> list[str]:
+        """Targets this runner found that the run's frozen manifest does not hold: recorded
+        as such, never touched."""
+        known = {r[0] for r in self.conn.execute(Q["manifest"], {"run": run}).fetchall()}
+        extra = [t for t in targets if t.name not in known]
+        with self.conn.cursor() as cur:
+            cur.executemany(
+                Q["add_target"],
+                [_target_row(run, 1_000_000 + i, None, t, False, "not in this run")
+                 for i, t in enumerate(extra)],
+            )  # fmt: skip
+        self.conn.commit()
+        return [t.name for t in extra]
+
+    def manifest(self, run: int) -> list[tuple[str, int | None, str]]:
+        rows = self.conn.execute(Q["manifest"], {"run": run}).fetchall()
+        self.conn.commit()
+        return [(r[0], r[1], r[2]) for r in rows]
+
+    def waves(self, run: int) -> list[Wave]:
+        rows = self.conn.execute(Q["waves"], {"run": run}).fetchall()
+        self.conn.commit()
+        return [Wave(r[1], {}, int(r[2]), r[3], r[4]) for r in rows]
+
+    def retry_failed(self, run: int) -> int:
+        cur = self.conn.execute(Q["retry_failed"], {"run": run})
+        self.conn.commit()
+        return cur.rowcount
+
+    # --- claims and leases -------------------------------------------------------------------
+    def claim(self, run: int, runner: str, ttl_s: float, caps: Mapping[str, int]) -> Claim | None:
+        """The next target this runner may take, or None (the wave is at its cap, waits for
+        its last targets, or the run has stopped or has nothing left)."""
+        with self.conn.transaction():
+            row = self.conn.execute(Q["lock_run"], {"run": run}).fetchone()
+            if row is None or row[0] is not None:
+                return None
+            wave = self.conn.execute(Q["current_wave"], {"run": run}).fetchone()
+            if wave is None or int(wave[2]) >= int(wave[1]):
+                return None
+            found = self.conn.execute(
+                Q["candidate"], {"run": run, "wave": wave[0], "caps": Jsonb(dict(caps))}
+            ).fetchone()
+            if found is None:
+                return None
+            fence = self.conn.execute(
+                Q["claim"], {"run": run, "name": found[0], "runner": runner, "ttl": ttl_s}
+            ).fetchone()
+            assert fence is not None
+        self.conn.commit()
+        return Claim(found[0], int(fence[0]), bool(found[1]))
+
+    def renew(self, run: int, claim: Claim, ttl_s: float) -> bool:
+        cur = self.conn.execute(
+            Q["renew"], {"run": run, "name": claim.name, "fence": claim.fence, "ttl": ttl_s}
+        )
+        self.conn.commit()
+        return cur.rowcount == 1
+
+    def record(
+        self,
+        run: int,
+        claim: Claim,
+        state: str,
+        *,
+        revision: str | None = None,
+        error: str | None = None,
+        elapsed_ms: int | None = None,
+        lock_waits: int = 0,
+    ) -> None:
+        """A claimed target's end, under its fence; StaleFence when another claim has
+        raised it since (nothing is written)."""
+        cur = self.conn.execute(
+            Q["record"],
+            {"run": run, "name": claim.name, "fence": claim.fence, "state": state,
+             "revision": revision, "error": error, "elapsed_ms": elapsed_ms,
+             "lock_waits": lock_waits},
+        )  # fmt: skip
+        self.conn.commit()
+        if cur.rowcount != 1:
+            raise StaleFence(
+                f"{claim.name}: fence {claim.fence} is stale (another runner claimed it since): "
+                "nothing recorded"
+            )
+
+    def done_unclaimed(self, run: int, name: str, revision: str | None) -> bool:
+        cur = self.conn.execute(
+            Q["done_unclaimed"], {"run": run, "name": name, "revision": revision}
+        )
+        self.conn.commit()
+        return cur.rowcount == 1
+
+    def skipped_unclaimed(self, run: int, name: str, revision: str | None, why: str) -> bool:
+        cur = self.conn.execute(
+            Q["skipped_unclaimed"], {"run": run, "name": name, "revision": revision, "error": why}
+        )
+        self.conn.commit()
+        return cur.rowcount == 1
+
+    def failures(self, run: int, wave: int) -> int:
+        return int(self._one("failures", {"run": run, "wave": wave})[0])
+
+    def stop(self, run: int, reason: str) -> None:
+        self.conn.execute(Q["stop"], {"run": run, "reason": reason})
+        self.conn.commit()
+
+    def live(self, run: int) -> tuple[int, int, bool, str | None]:
+        """(pending, running, finished, why stopped)."""
+        row = self._one("live", {"run": run})
+        return int(row[0]), int(row[1]), bool(row[2]), row[3]
+
+    def finish(self, run: int) -> bool:
+        cur = self.conn.execute(Q["finish"], {"run": run})
+        self.conn.commit()
+        return cur.rowcount == 1
+
+    def board(self, run: int) -> list[tuple[Any, ...]]:
+        rows = self.conn.execute(Q["board"], {"run": run}).fetchall()
+        self.conn.commit()
+        return rows
+
+
+def _target_row(
+    run: int, position: int, wave: int | None, t: Target, exclusive: bool, state: str
+) -> dict[str, Any]:
+    return {
+        "run": run, "name": t.name, "position": position, "wave": wave, "dsn": t.redacted,
+        "server": t.server, "database": t.database, "schema": t.schema,
+        "labels": Jsonb(t.labels), "exclusive": exclusive, "state": state,
+    }  # fmt: skip
+
+
+def resolve_dsn(given: str | None) -> str:
+    """`--control`, else QUEUEGUARD_CONTROL_DSN, else a database on the embedded server."""
+    from queueguard.pg.dsn import validate
+    from queueguard.pg.targets import embedded_dsn
+
+    if given:
+        return validate(given)
+    env = os.environ.get(ENV_CONTROL)
+    if env:
+        return validate(env)
+    return embedded_dsn(EMBEDDED_CONTROL_DB)
+
+
+def open_control(dsn: str) -> Control:
+    """The control database, its schema created if missing; unreachable: exit 2."""
+    try:
+        control = Control(dsn)
+        control.setup()
+    except psycopg.Error as exc:
+        from queueguard.errors import ConnectionFailed
+        from queueguard.pg.connect import reason
+
+        raise ConnectionFailed(f"the control database: {reason(exc)}") from None
+    return control

@@ -1,0 +1,348 @@
+"""`fleet upgrade`: one runner of a run. Workers claim targets from the control database
+(the waves' caps counted there, so any number of runners on any machines share the work),
+upgrade each as `upgrade` does (`fleet.apply`), and record its end under the claim's fence;
+a heartbeat renews the leases. A runner with nothing to claim while others hold targets
+waits, taking over leases that expire, so every runner ends with the run's exit code.
+
+Faults, as `docs/fleet.md` tells them: a target's failure follows its wave's `on_error`
+(stop: nothing more is claimed in this or any later wave, the unclaimed targets are
+skipped, those in flight finish the revision they are in); a lease this runner cannot renew
+cancels that target's statement and records nothing more for it; SIGTERM or SIGINT claims
+nothing more, lets the revision in flight finish for `stop_grace_s`, then cancels it, and
+puts every target it held back to pending (the next run goes on from there)."""
+
+from __future__ import annotations
+
+import signal
+import sys
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from queueguard.errors import ConnectionFailed, RunnerBusy
+from queueguard.fleet import apply
+from queueguard.fleet.control import Claim, Control, StaleFence
+from queueguard.fleet.events import Events
+from queueguard.fleet.targets import Target, Wave
+from queueguard.pg.connect import connect
+from queueguard.pg.sqlfiles import queries
+from queueguard.sets import MigrationSet
+from queueguard.upgrade.foreign.session import Limits
+
+Q = queries("queueguard.fleet", "fleet.sql")
+#: connections a target's upgrade opens, by format (the per-server cap counts by them)
+CONNECTIONS = {"sqldir": 1, "temporal": 1, "alembic": 2, "queueguard": 2}
+
+
+@dataclass
+class Options:
+    to: str | None = None
+    limits: Limits = field(default_factory=Limits)
+    claim_ttl_s: float = 30.0
+    stop_grace_s: float = 20.0
+    poll_s: float = 0.25
+
+
+@dataclass
+class Runner:
+    control: Control
+    run: int
+    runner: str
+    mset: MigrationSet
+    migrations: Path | None
+    #: this runner's own resolution of the targets file (credentials included), by name
+    targets: dict[str, Target]
+    waves: list[Wave]
+    options: Options
+    events: Events
+    say: Callable[[str], None] = field(default=lambda line: print(line, file=sys.stderr))
+    stopping: threading.Event = field(default_factory=threading.Event)
+    signalled: str | None = None
+    flights: dict[str, tuple[Claim, apply.Flight, float]] = field(default_factory=dict)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    # --- the run -----------------------------------------------------------------------------
+    def go(self) -> None:
+        manifest = self.control.manifest(self.run)
+        self.wave_of = {name: wave for name, wave, _ in manifest}
+        self.caps = self._caps([n for n, w, s in manifest if w is not None])
+        self.prefilter([n for n, w, s in manifest if s == "pending"])
+        done = threading.Event()
+        beat = threading.Thread(target=self._beat, args=(done,), daemon=True, name="heartbeat")
+        beat.start()
+        n = max(w.parallel for w in self.waves)
+        workers = [
+            threading.Thread(target=self._work, daemon=True, name=f"worker-{i}") for i in range(n)
+        ]
+        restore = self._signals()
+        try:
+            for w in workers:
+                w.start()
+            self._wait(workers)
+        finally:
+            done.set()
+            restore()
+        beat.join(5)
+        self.control.finish(self.run)
+
+    def _wait(self, workers: list[threading.Thread]) -> None:
+        """Until the workers end; after a signal, `stop_grace_s` for the revisions in flight,
+        then their statements cancelled."""
+        deadline: float | None = None
+        while any(w.is_alive() for w in workers):
+            if self.stopping.is_set() and deadline is None:
+                deadline = time.monotonic() + self.options.stop_grace_s
+            if deadline is not None and time.monotonic() >= deadline:
+                for _, flight, _ in list(self.flights.values()):
+                    flight.cancel()
+                deadline = float("inf")
+            for w in workers:
+                w.join(0.1)
+
+    def _signals(self) -> Callable[[], None]:
+        if threading.current_thread() is not threading.main_thread():
+            return lambda: None
+
+        def stop(signum: int, _frame: object) -> None:
+            self.signalled = signal.Signals(signum).name
+            self.say(
+                f"fleet: {self.signalled}: claiming nothing more; the revisions in flight get "
+                f"{self.options.stop_grace_s:g} s to finish"
+            )
+            self.stopping.set()
+            for _, flight, _ in list(self.flights.values()):
+                flight.stop_between.set()
+
+        before = {s: signal.signal(s, stop) for s in (signal.SIGTERM, signal.SIGINT)}
+
+        def restore() -> None:
+            for s, handler in before.items():
+                signal.signal(s, handler)
+
+        return restore
+
+    # --- before any claim: targets already there ---------------------------------------------
+    def prefilter(self, names: list[str]) -> None:
+        """Targets at the target revision are recorded done without a claim (each database
+        read on one connection, every schema of it on that connection); targets past it are
+        skipped. A target that cannot be read is left to its claim, which records why."""
+        target = self.mset.resolve(self.options.to)
+        by_database: dict[tuple[str, str], list[Target]] = {}
+        for name in names:
+            t = self.targets.get(name)
+            if t is not None:
+                by_database.setdefault((t.server, t.database), []).append(t)
+
+        def read(group: list[Target]) -> list[tuple[Target, str | None]]:
+            try:
+                conn = connect(group[0].dsn, application_name="queueguard-fleet")
+            except ConnectionFailed:
+                return []
+            found = []
+            with conn:
+                for t in group:
+                    try:
+                        if t.schema is not None:
+                            conn.execute("SELECT set_config('search_path', %s, false)",
+                                         (_quoted(t.schema),))  # fmt: skip
+                            conn.commit()
+                        found.append((t, apply.current(self.mset, t, conn)))
+                    except Exception:
+                        conn.rollback()
+            return found
+
+        with ThreadPoolExecutor(8) as pool:
+            for group in pool.map(read, by_database.values()):
+                for t, at in group:
+                    if at == target:
+                        if self.control.done_unclaimed(self.run, t.name, at):
+                            self._event(t.name, "done", None, at, None)
+                    elif at is not None and self._past(at, target):
+                        why = f"at {at}, past the target revision {target}"
+                        if self.control.skipped_unclaimed(self.run, t.name, at, why):
+                            self._event(t.name, "skipped", None, at, why)
+
+    def _past(self, at: str, target: str | None) -> bool:
+        ids = self.mset.ids
+        if target is None or at not in ids:
+            return False
+        return ids.index(at) > ids.index(target)
+
+    def _caps(self, names: list[str]) -> dict[str, int]:
+        """Per server: the connections it has left now, in targets of this set's format."""
+        per_target = CONNECTIONS.get(self.mset.format, 2)
+        caps: dict[str, int] = {}
+        seen: set[str] = set()
+        for name in names:
+            t = self.targets.get(name)
+            if t is None or t.server in seen:
+                continue
+            seen.add(t.server)
+            try:
+                with connect(t.dsn, application_name="queueguard-fleet") as conn:
+                    row = conn.execute(Q["headroom"]).fetchone()
+                    caps[t.server] = max(1, int(row[0]) // per_target) if row else 1
+            except Exception:
+                continue
+        return caps
+
+    # --- workers -----------------------------------------------------------------------------
+    def _work(self) -> None:
+        control = self.control.twin()
+        try:
+            while not self.stopping.is_set():
+                claim = control.claim(self.run, self.runner, self.options.claim_ttl_s, self.caps)
+                if claim is None:
+                    pending, running, finished, _ = control.live(self.run)
+                    if finished or (pending == 0 and running == 0):
+                        return
+                    self.stopping.wait(self.options.poll_s)
+                    continue
+                self._one(control, claim)
+        finally:
+            control.close()
+
+    def _one(self, control: Control, claim: Claim) -> None:
+        name = claim.name
+        target = self.targets.get(name)
+        began = time.monotonic()
+        if target is None:
+            self._record(control, claim, "failed", None, "not in this runner's targets file", began)
+            return
+        refused = apply.refusal(self.mset, target)
+        if refused:
+            self._record(control, claim, "failed", None, refused, began)
+            return
+        flight = apply.Flight(target)
+        if self.stopping.is_set():
+            flight.stop_between.set()
+        with self._lock:
+            self.flights[name] = (claim, flight, time.monotonic())
+        how = "taken over (its lease expired)" if claim.takeover else "claimed"
+        self._event(name, "running", claim.fence, None, None, note=how)
+        try:
+            outcome = apply.upgrade(
+                self.mset, self.migrations, flight, self.options.to, self.options.limits
+            )
+        except RunnerBusy as exc:
+            self._record(control, claim, "pending", None, apply.failure(exc), began)
+        except Exception as exc:
+            if flight.lost.is_set():
+                self.say(f"fleet: {name}: lease lost; its statement was cancelled")
+            elif self.signalled:
+                why = f"interrupted by {self.signalled}: {apply.failure(exc)}"
+                self._record(control, claim, "pending", None, why, began)
+            else:
+                self._failed(control, claim, apply.failure(exc), began)
+        else:
+            if flight.lost.is_set():
+                self.say(f"fleet: {name}: lease lost; nothing more recorded for it")
+            elif outcome.stopped:
+                why = f"stopped at {outcome.after or 'nothing applied'} (the run stopped)"
+                if self.signalled:
+                    why = f"stopped at {outcome.after or 'nothing applied'} by {self.signalled}"
+                self._record(control, claim, "pending", outcome.after, why, began,
+                             outcome.lock_waits)  # fmt: skip
+            else:
+                self._record(control, claim, "done", outcome.after, None, began,
+                             outcome.lock_waits)  # fmt: skip
+        finally:
+            with self._lock:
+                self.flights.pop(name, None)
+
+    def _failed(self, control: Control, claim: Claim, error: str, began: float) -> None:
+        self._record(control, claim, "failed", None, error, began)
+        index = self.wave_of.get(claim.name)
+        if index is None:
+            return
+        wave = self.waves[index]
+        if wave.on_error == "stop":
+            reason = f"wave {wave.name}: {claim.name} failed (on_error = stop)"
+        elif (
+            wave.max_failures is not None and control.failures(self.run, index) > wave.max_failures
+        ):
+            reason = f"wave {wave.name}: more than {wave.max_failures} targets failed"
+        else:
+            return
+        control.stop(self.run, reason)
+        self.say(f"fleet: run stopped: {reason}")
+        for _, flight, _ in list(self.flights.values()):
+            flight.stop_between.set()
+
+    def _record(
+        self,
+        control: Control,
+        claim: Claim,
+        state: str,
+        revision: str | None,
+        error: str | None,
+        began: float,
+        lock_waits: int = 0,
+    ) -> None:
+        elapsed = int((time.monotonic() - began) * 1000)
+        try:
+            control.record(
+                self.run, claim, state, revision=revision, error=error, elapsed_ms=elapsed,
+                lock_waits=lock_waits,
+            )  # fmt: skip
+        except StaleFence as exc:
+            self.say(f"fleet: {exc}")
+            return
+        self._event(claim.name, state, claim.fence, revision, error)
+
+    # --- leases --------------------------------------------------------------------------------
+    def _beat(self, done: threading.Event) -> None:
+        """Every third of the TTL, each lease in flight renewed; a lease that cannot be renewed
+        (its fence raised, or expired while the control database was out of reach) cancels
+        its target's statement."""
+        ttl = self.options.claim_ttl_s
+        control: Control | None = None
+        while not done.wait(ttl / 3):
+            for name, (claim, flight, renewed) in list(self.flights.items()):
+                try:
+                    if control is None:
+                        control = self.control.twin()
+                    ok = control.renew(self.run, claim, ttl)
+                except Exception:
+                    if control is not None:
+                        control.close()
+                    control = None
+                    ok = time.monotonic() - renewed < ttl * 0.8
+                else:
+                    if ok:
+                        with self._lock:
+                            if name in self.flights:
+                                self.flights[name] = (claim, flight, time.monotonic())
+                if not ok and not flight.lost.is_set():
+                    flight.lost.set()
+                    flight.cancel()
+                    self.say(f"fleet: {name}: lease lost (fence {claim.fence}); cancelling it")
+        if control is not None:
+            control.close()
+
+    def _event(
+        self,
+        name: str,
+        state: str,
+        fence: int | None,
+        revision: str | None,
+        error: str | None,
+        note: str | None = None,
+    ) -> None:
+        index = self.wave_of.get(name)
+        wave = self.waves[index].name if index is not None else None
+        self.events.emit(self.run, self.runner, name, wave, state, fence, revision, error, note)
+
+
+def _quoted(schema: str) -> str:
+    return '"' + schema.replace('"', '""') + '"'
+
+
+def exit_code(rows: list[tuple[Any, ...]]) -> int:
+    """0 when every target of the run's manifest is done; 1 otherwise."""
+    states = [r[3] for r in rows if r[3] != "not in this run"]
+    return 0 if states and all(s == "done" for s in states) else 1

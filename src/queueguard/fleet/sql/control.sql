@@ -1,0 +1,212 @@
+-- The control database of `queueguard fleet`: the runs, their frozen manifests, each
+-- target's state and its lease. Every runner of a run reads and writes here; times are the
+-- control database's clock (now()). A lease's fence is the seed's range_id rule: each claim
+-- raises it, and a write that names an older fence changes nothing.
+
+-- name: setup_lock
+-- Runners starting together create the schema once.
+SELECT pg_advisory_xact_lock(hashtext('queueguard-fleet-setup'));
+
+-- name: setup
+CREATE SCHEMA IF NOT EXISTS queueguard_fleet;
+CREATE TABLE IF NOT EXISTS queueguard_fleet.runs (
+    id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    -- the resolved targets and the target revision, hashed: who joins this run
+    identity text NOT NULL,
+    format text NOT NULL,
+    head text,
+    checksum text NOT NULL,
+    target_revision text,
+    created_at timestamptz NOT NULL DEFAULT now(),
+    finished_at timestamptz,
+    -- why the run claims nothing more (a wave's failure), NULL while it goes on
+    stopped text
+);
+CREATE TABLE IF NOT EXISTS queueguard_fleet.waves (
+    run_id bigint NOT NULL REFERENCES queueguard_fleet.runs ON DELETE CASCADE,
+    position int NOT NULL,
+    name text NOT NULL,
+    parallel int NOT NULL,
+    on_error text NOT NULL,
+    max_failures int,
+    PRIMARY KEY (run_id, position)
+);
+CREATE TABLE IF NOT EXISTS queueguard_fleet.targets (
+    run_id bigint NOT NULL REFERENCES queueguard_fleet.runs ON DELETE CASCADE,
+    name text NOT NULL,
+    position int NOT NULL,
+    -- NULL for a target found after the run froze its manifest ('not in this run')
+    wave int,
+    dsn text NOT NULL,                 -- redacted: no password is ever stored here
+    server text NOT NULL,
+    database text NOT NULL,
+    schema text,
+    labels jsonb NOT NULL DEFAULT '{}',
+    -- one target at a time in its database (a schema target whose set builds concurrently
+    -- or reaches outside its schema)
+    exclusive boolean NOT NULL DEFAULT false,
+    state text NOT NULL DEFAULT 'pending' CHECK (state IN
+        ('pending', 'running', 'done', 'failed', 'skipped', 'not in this run')),
+    fence bigint NOT NULL DEFAULT 0,
+    runner text,
+    lease_expires timestamptz,
+    attempts int NOT NULL DEFAULT 0,
+    revision text,
+    predicted_ms bigint,
+    started_at timestamptz,
+    finished_at timestamptz,
+    elapsed_ms bigint,
+    lock_waits int NOT NULL DEFAULT 0,
+    error text,
+    PRIMARY KEY (run_id, name)
+);
+
+-- name: open_run
+-- The newest unfinished run of this identity.
+SELECT id, format, head, checksum, target_revision FROM queueguard_fleet.runs
+WHERE identity = %(identity)s AND finished_at IS NULL
+ORDER BY id DESC LIMIT 1;
+
+-- name: run_by_id
+SELECT id, format, head, checksum, target_revision FROM queueguard_fleet.runs
+WHERE id = %(run)s;
+
+-- name: newest_run
+-- The newest run of this identity, finished or not (for status).
+SELECT id, format, head, checksum, target_revision FROM queueguard_fleet.runs
+WHERE identity = %(identity)s ORDER BY id DESC LIMIT 1;
+
+-- name: create_run
+INSERT INTO queueguard_fleet.runs (identity, format, head, checksum, target_revision)
+VALUES (%(identity)s, %(format)s, %(head)s, %(checksum)s, %(target)s)
+RETURNING id;
+
+-- name: add_wave
+INSERT INTO queueguard_fleet.waves (run_id, position, name, parallel, on_error, max_failures)
+VALUES (%(run)s, %(position)s, %(name)s, %(parallel)s, %(on_error)s, %(max_failures)s);
+
+-- name: add_target
+INSERT INTO queueguard_fleet.targets
+    (run_id, name, position, wave, dsn, server, database, schema, labels, exclusive, state)
+VALUES (%(run)s, %(name)s, %(position)s, %(wave)s, %(dsn)s, %(server)s, %(database)s,
+        %(schema)s, %(labels)s, %(exclusive)s, %(state)s)
+ON CONFLICT (run_id, name) DO NOTHING;
+
+-- name: waves
+SELECT position, name, parallel, on_error, max_failures FROM queueguard_fleet.waves
+WHERE run_id = %(run)s ORDER BY position;
+
+-- name: manifest
+SELECT name, wave, state FROM queueguard_fleet.targets WHERE run_id = %(run)s ORDER BY position;
+
+-- name: lock_run
+-- Claims of a run one at a time: the caps are counted and the claim made under this lock.
+SELECT stopped FROM queueguard_fleet.runs WHERE id = %(run)s FOR UPDATE;
+
+-- name: current_wave
+-- The first wave with a target not yet finished; its live claims.
+SELECT t.wave, w.parallel,
+       count(*) FILTER (WHERE t.state = 'running' AND t.lease_expires > now())
+FROM queueguard_fleet.targets t
+JOIN queueguard_fleet.waves w ON w.run_id = t.run_id AND w.position = t.wave
+WHERE t.run_id = %(run)s AND t.wave = (
+    SELECT min(wave) FROM queueguard_fleet.targets
+    WHERE run_id = %(run)s AND state IN ('pending', 'running'))
+GROUP BY t.wave, w.parallel;
+
+-- name: candidate
+-- The next target of the wave: pending, or running on a lease that expired; the longest
+-- predicted first; not on a server at its cap, nor in a database another claim holds
+-- alone.
+SELECT t.name, t.state = 'running' FROM queueguard_fleet.targets t
+WHERE t.run_id = %(run)s AND t.wave = %(wave)s
+  AND (t.state = 'pending' OR (t.state = 'running' AND t.lease_expires <= now()))
+  AND (SELECT count(*) FROM queueguard_fleet.targets o
+       WHERE o.run_id = t.run_id AND o.server = t.server AND o.state = 'running'
+         AND o.lease_expires > now()) < coalesce((%(caps)s::jsonb ->> t.server)::int, 2147483647)
+  AND NOT EXISTS (SELECT FROM queueguard_fleet.targets o
+       WHERE o.run_id = t.run_id AND o.server = t.server AND o.database = t.database
+         AND o.name <> t.name AND o.state = 'running' AND o.lease_expires > now()
+         AND (o.exclusive OR t.exclusive))
+ORDER BY t.predicted_ms DESC NULLS LAST, t.position
+LIMIT 1
+FOR UPDATE SKIP LOCKED;
+
+-- name: claim
+UPDATE queueguard_fleet.targets
+SET state = 'running', fence = fence + 1, runner = %(runner)s, attempts = attempts + 1,
+    lease_expires = now() + make_interval(secs => %(ttl)s), started_at = now(),
+    finished_at = NULL, error = NULL
+WHERE run_id = %(run)s AND name = %(name)s
+RETURNING fence;
+
+-- name: renew
+-- The lease extended, only under the fence it was claimed with.
+UPDATE queueguard_fleet.targets SET lease_expires = now() + make_interval(secs => %(ttl)s)
+WHERE run_id = %(run)s AND name = %(name)s AND fence = %(fence)s AND state = 'running'
+  AND lease_expires > now();
+
+-- name: record
+-- A claimed target's end (done, failed, pending again): nothing changes under a stale fence.
+UPDATE queueguard_fleet.targets
+SET state = %(state)s, revision = coalesce(%(revision)s, revision), error = %(error)s,
+    finished_at = CASE WHEN %(state)s = 'pending' THEN NULL ELSE now() END,
+    elapsed_ms = %(elapsed_ms)s, lock_waits = lock_waits + %(lock_waits)s,
+    runner = NULL, lease_expires = NULL
+WHERE run_id = %(run)s AND name = %(name)s AND fence = %(fence)s AND state = 'running';
+
+-- name: done_unclaimed
+-- A target found at the target revision before anyone claimed it: done, with no claim.
+UPDATE queueguard_fleet.targets
+SET state = 'done', revision = %(revision)s, finished_at = now(), elapsed_ms = 0
+WHERE run_id = %(run)s AND name = %(name)s AND state = 'pending';
+
+-- name: skipped_unclaimed
+UPDATE queueguard_fleet.targets
+SET state = 'skipped', revision = %(revision)s, error = %(error)s, finished_at = now()
+WHERE run_id = %(run)s AND name = %(name)s AND state = 'pending';
+
+-- name: failures
+SELECT count(*) FROM queueguard_fleet.targets
+WHERE run_id = %(run)s AND wave = %(wave)s AND state = 'failed';
+
+-- name: stop
+-- The run claims nothing more; what was not claimed is skipped with the reason.
+WITH stopped AS (
+    UPDATE queueguard_fleet.runs SET stopped = %(reason)s
+    WHERE id = %(run)s AND stopped IS NULL RETURNING id)
+UPDATE queueguard_fleet.targets SET state = 'skipped', error = %(reason)s, finished_at = now()
+WHERE run_id = %(run)s AND state = 'pending';
+
+-- name: retry_failed
+-- A rerun of an unfinished run that no runner holds: its failed targets are tried again.
+UPDATE queueguard_fleet.targets SET state = 'pending'
+WHERE run_id = %(run)s AND state = 'failed'
+  AND NOT EXISTS (SELECT FROM queueguard_fleet.targets o WHERE o.run_id = %(run)s
+                  AND o.state = 'running' AND o.lease_expires > now())
+  AND (SELECT stopped FROM queueguard_fleet.runs WHERE id = %(run)s) IS NULL;
+
+-- name: finish
+-- The run ends once no target is pending or running.
+UPDATE queueguard_fleet.runs SET finished_at = now()
+WHERE id = %(run)s AND finished_at IS NULL AND NOT EXISTS (
+    SELECT FROM queueguard_fleet.targets
+    WHERE run_id = %(run)s AND state IN ('pending', 'running'));
+
+-- name: live
+-- Targets still pending or running (a runner with nothing to claim waits for these).
+SELECT count(*) FILTER (WHERE state = 'pending'), count(*) FILTER (WHERE state = 'running'),
+       (SELECT finished_at IS NOT NULL FROM queueguard_fleet.runs WHERE id = %(run)s),
+       (SELECT stopped FROM queueguard_fleet.runs WHERE id = %(run)s)
+FROM queueguard_fleet.targets WHERE run_id = %(run)s;
+
+-- name: board
+SELECT t.name, t.wave, w.name, t.state, t.revision, t.error, t.attempts, t.elapsed_ms,
+       t.predicted_ms, t.fence, t.dsn, t.schema,
+       CASE WHEN t.state = 'running'
+            THEN (extract(epoch FROM now() - t.started_at) * 1000)::bigint END,
+       t.state = 'running' AND t.lease_expires <= now(), t.lock_waits
+FROM queueguard_fleet.targets t
+LEFT JOIN queueguard_fleet.waves w ON w.run_id = t.run_id AND w.position = t.wave
+WHERE t.run_id = %(run)s
+ORDER BY t.wave NULLS LAST, t.position;

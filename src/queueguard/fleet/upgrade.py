@@ -1,0 +1,120 @@
+"""`fleet upgrade` from the targets file to the run's end: the file read and checked, the
+`[[discover]]` servers asked, the targets put in waves — every refusal before anything is
+claimed — then the run joined (or started, its manifest frozen) in the control database and
+worked by this runner (`fleet.run`)."""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from queueguard import sets
+from queueguard.errors import FleetFileError, UsageError
+from queueguard.fleet import apply, control, discover, waves
+from queueguard.fleet.events import Events
+from queueguard.fleet.run import Options, Runner, exit_code
+from queueguard.fleet.targets import FleetFile, Target, load
+from queueguard.resources import migrations_dir
+from queueguard.sets import MigrationSet
+
+
+@dataclass
+class Fleet:
+    """A targets file resolved: its set, its targets and the waves they are in."""
+
+    file: FleetFile
+    mset: MigrationSet
+    migrations: Path | None
+    targets: list[Target]
+    members: list[list[Target]]
+
+
+def resolve(path: Path, migrations: str | None, fmt: str | None, parallel: int = 4) -> Fleet:
+    """Everything checked that can be checked before a claim (exit 2 on a refusal)."""
+    if parallel < 1:
+        raise UsageError(f"--parallel takes a number of at least 1, got {parallel}")
+    fleet_file = load(path, parallel)
+    folder = Path(migrations).resolve() if migrations else fleet_file.migrations
+    chosen = fmt or fleet_file.format
+    mset = (
+        sets.load(folder, chosen) if folder else sets.load(migrations_dir(), chosen or "queueguard")
+    )
+    found = discover.resolve(fleet_file)
+    members = waves.assign(found, fleet_file.waves)
+    for t in found:
+        refused = apply.refusal(mset, t)
+        if refused:
+            raise FleetFileError(refused)
+    return Fleet(fleet_file, mset, folder, found, members)
+
+
+def set_checksum(mset: MigrationSet) -> str:
+    text = "\n".join(f"{r.id}:{r.checksum}" for r in mset.revisions)
+    return hashlib.sha256(f"{mset.format}\n{text}".encode()).hexdigest()
+
+
+def join(ctl: control.Control, fleet: Fleet, to: str | None, run: str | None) -> tuple[int, bool]:
+    """The run this runner works: `run` = an id to join, "new" to start another, None the
+    newest unfinished run of this identity (else a new one). (run id, whether it is new)."""
+    mset = fleet.mset
+    target = mset.resolve(to)
+    ident = control.identity(fleet.targets, fleet.file.waves, target)
+    head = mset.head.id if mset.head else None
+    the_set = control.RunSet(mset.format, head, set_checksum(mset), target)
+    alone = apply.database_alone(mset)
+    exclusive = {t.name: t.schema is not None and alone for t in fleet.targets}
+    if run is not None and run != "new":
+        try:
+            run_id = int(run)
+        except ValueError:
+            raise UsageError(f"--run takes a run id or new, got {run!r}") from None
+        _same_set(ctl.by_id(run_id), the_set, run_id)
+        return run_id, False
+    if run is None:
+        found = ctl.find(ident)
+        if found is not None:
+            _same_set(found[1], the_set, found[0])
+            ctl.retry_failed(found[0])
+            return found[0], False
+    return ctl.create(ident, the_set, fleet.file.waves, fleet.members, exclusive), True
+
+
+def _same_set(theirs: control.RunSet, mine: control.RunSet, run: int) -> None:
+    if theirs != mine:
+        raise UsageError(
+            f"run {run} applies {theirs.format} at {theirs.head} (checksum "
+            f"{theirs.checksum[:12]}, to {theirs.target_revision}); this runner's set is "
+            f"{mine.format} at {mine.head} (checksum {mine.checksum[:12]}, to "
+            f"{mine.target_revision}): it does not join (--run new starts another run)"
+        )
+
+
+def upgrade(
+    fleet: Fleet,
+    ctl: control.Control,
+    options: Options,
+    *,
+    run: str | None = None,
+    events: Path | None = None,
+    metrics: Path | None = None,
+) -> tuple[int, list[tuple[Any, ...]], list[str], int]:
+    """This runner's part of the run: (run id, the board at its end, targets not in the
+    run, exit code)."""
+    run_id, _ = join(ctl, fleet, options.to, run)
+    extra = ctl.not_in_run(run_id, fleet.targets)
+    runner_id = control.runner_id()
+    board = ctl.twin()
+    try:
+        sink = Events(events, metrics, lambda: board.board(run_id))
+        runner = Runner(
+            ctl, run_id, runner_id, fleet.mset, fleet.migrations,
+            {t.name: t for t in fleet.targets}, ctl.waves(run_id), options, sink,
+        )  # fmt: skip
+        runner.go()
+        sink.write_metrics()
+        rows = ctl.board(run_id)
+    finally:
+        board.close()
+    return run_id, rows, extra, exit_code(rows)
