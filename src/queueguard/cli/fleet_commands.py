@@ -91,9 +91,7 @@ def _status(args: argparse.Namespace) -> int:
             ctl.by_id(run)
         else:
             target = fleet.mset.resolve(args.to)
-            found = ctl.find(
-                control.identity(fleet.targets, fleet.file.waves, target), unfinished=False
-            )
+            found = ctl.find(control.identity(fleet.file, target), unfinished=False)
             if found is None:
                 raise UsageError(f"no fleet run of {args.targets} in the control database")
             run = found[0]

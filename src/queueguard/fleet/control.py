@@ -22,7 +22,7 @@ import psycopg
 from psycopg.types.json import Jsonb
 
 from queueguard.errors import QueueguardError, UsageError
-from queueguard.fleet.targets import Target, Wave
+from queueguard.fleet.targets import FleetFile, Target, Wave
 from queueguard.pg.connect import connect
 from queueguard.pg.sqlfiles import queries
 
@@ -59,14 +59,11 @@ def runner_id() -> str:
     return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
 
 
-def identity(targets: Sequence[Target], waves: Sequence[Wave], target_revision: str | None) -> str:
-    """Who joins a run: the resolved targets (redacted DSNs, never a password), the waves they
-    are in, and the revision they are brought to."""
-    doc = {
-        "targets": [[t.name, t.redacted, t.schema] for t in targets],
-        "waves": [[w.name, w.parallel, w.on_error, w.max_failures] for w in waves],
-        "to": target_revision,
-    }
+def identity(fleet: FleetFile, target_revision: str | None) -> str:
+    """Who joins a run: the targets file (its resolved path and its text) and the revision
+    the run brings its targets to. Not what discovery finds: a database created after the
+    run froze its manifest is reported as not in this run, it does not make another run."""
+    doc = {"file": str(fleet.path.resolve()), "text": fleet.digest, "to": target_revision}
     return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()
 
 

@@ -6,6 +6,7 @@ before anything is claimed or written (exit 2)."""
 
 from __future__ import annotations
 
+import hashlib
 import os
 import re
 import tomllib
@@ -75,6 +76,8 @@ class Wave:
 @dataclass(frozen=True)
 class FleetFile:
     path: Path
+    #: sha256 of the file's text (no secret: a password comes from ${VAR} or elsewhere)
+    digest: str
     migrations: Path | None
     format: str | None
     targets: tuple[Target, ...]
@@ -125,6 +128,7 @@ def _parse(text: str, path: Path, parallel: int, environ: dict[str, str]) -> Fle
     unique([t.name for t in targets], "targets")
     return FleetFile(
         path=path,
+        digest=hashlib.sha256(text.encode()).hexdigest(),
         migrations=(path.parent / migrations).resolve() if migrations else None,
         format=fmt,
         targets=targets,

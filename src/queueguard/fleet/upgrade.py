@@ -60,7 +60,7 @@ def join(ctl: control.Control, fleet: Fleet, to: str | None, run: str | None) ->
     newest unfinished run of this identity (else a new one). (run id, whether it is new)."""
     mset = fleet.mset
     target = mset.resolve(to)
-    ident = control.identity(fleet.targets, fleet.file.waves, target)
+    ident = control.identity(fleet.file, target)
     head = mset.head.id if mset.head else None
     the_set = control.RunSet(mset.format, head, set_checksum(mset), target)
     alone = apply.database_alone(mset)
