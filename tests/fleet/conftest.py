@@ -90,7 +90,7 @@ class Fleet:
 
     def runner(self, *args: str, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
         """`queueguard fleet upgrade` as a runner process of its own."""
-        command = [sys.executable, "-m", "queueguard", "fleet", "upgrade", "--control",
+        command = [sys.executable, "-m", "queueguard.cli", "fleet", "upgrade", "--control",
                    self.control, *args]  # fmt: skip
         return subprocess.Popen(
             command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
