@@ -9,8 +9,8 @@ What the fleet adds around it:
   the key every `upgrade` takes);
 - the target's connections kept, so its statement can be cancelled when its lease is lost
   or a signal's grace has run out;
-- a SQL set applied one revision at a time, so a target in flight can stop after the
-  revision it is in (a stop, a signal) and a rerun goes on from there."""
+- a SQL set asked between revisions whether to stop, so a target in flight can stop after
+  the revision it is in (a stop, a signal) and a rerun goes on from there."""
 
 from __future__ import annotations
 
@@ -165,19 +165,19 @@ def upgrade(
 def _stepwise(
     mset: MigrationSet, dsn: str, to: str | None, limits: Limits, flight: Flight
 ) -> Outcome:
+    """A SQL set on one connection, asked before each revision whether to stop there."""
     from queueguard.upgrade.foreign.runner import upgrade as upgrade_set
 
-    before = current(mset, flight.target)
-    outcome = Outcome(before, before, [])
-    for rev in mset.pending(before, to):
-        if flight.stop_between.is_set() or flight.lost.is_set():
-            outcome.stopped = True
-            return outcome
-        report = upgrade_set(mset, dsn, to=rev.id, limits=limits)
-        outcome.applied.extend(report.applied)
-        outcome.lock_waits += report.lock_waits
-        outcome.after = report.after
-    return outcome
+    def stop() -> bool:
+        return flight.stop_between.is_set() or flight.lost.is_set()
+
+    if stop():
+        at = current(mset, flight.target)
+        return Outcome(at, at, [], stopped=True)
+    report = upgrade_set(mset, dsn, to=to, limits=limits, stop=stop)
+    target = mset.resolve(to)
+    stopped = report.after != target and stop()
+    return Outcome(report.before, report.after, list(report.applied), report.lock_waits, stopped)
 
 
 def _alembic(

@@ -76,10 +76,13 @@ def upgrade(
     limits: Limits | None = None,
     on_step: Callable[[Step], None] | None = None,
     online: OnlinePlan | None = None,
+    stop: Callable[[], bool] | None = None,
 ) -> SetUpgradeReport:
     """Bring the database at `dsn` to `to` (default head) of the set; see the module doc.
     `online`: the statements that run in online forms instead (`upgrade --online`); the
-    revision commits before each of them, so no statement waits on a long one after it."""
+    revision commits before each of them, so no statement waits on a long one after it.
+    `stop`: asked before each revision of a SQL set after the first; True ends the upgrade
+    there, at the revision before (`fleet`: a stopped run, a signal)."""
     limits = limits or Limits()
     if limits.lock_timeout_ms < 1:
         raise UsageError(f"--lock-timeout must be at least 1ms, got {limits.lock_timeout_ms} ms")
@@ -93,9 +96,9 @@ def upgrade(
         # others through env.py
         return alembic_runner.upgrade_in_parts(
             mset, dsn, target, limits, on_step,
-            lambda end: _upgrade_sql(mset, dsn, end, limits, on_step, online),
+            lambda end: _upgrade_sql(mset, dsn, end, limits, on_step, online, stop),
         )  # fmt: skip
-    return _upgrade_sql(mset, dsn, target, limits, on_step, online)
+    return _upgrade_sql(mset, dsn, target, limits, on_step, online, stop)
 
 
 def _upgrade_sql(
@@ -105,6 +108,7 @@ def _upgrade_sql(
     limits: Limits,
     on_step: Callable[[Step], None] | None,
     online: OnlinePlan | None,
+    stop: Callable[[], bool] | None = None,
 ) -> SetUpgradeReport:
     started = time.monotonic()
     name = APPLICATION_NAME if online is None else online_name()
@@ -133,6 +137,8 @@ def _upgrade_sql(
         previous = current(mset, conn) or before
         conn.commit()
         for rev in pending:
+            if stop is not None and rev is not pending[0] and stop():
+                break
             revision = rev.id
             resume = in_progress.get(rev.id)
             done = _apply(conn, mset, rev, previous, limits, resume, report, on_step, online)
