@@ -1,0 +1,1 @@
+CREATE TABLE accounts (id bigint PRIMARY KEY, email text NOT NULL);
