@@ -1,0 +1,91 @@
+"""`fleet upgrade` with every format queueguard reads: queueguard's own set, an Alembic
+project and Temporal's schema on database targets, Temporal's schema on schema targets;
+each target ends as `queueguard upgrade` leaves the same database alone (its catalog and its
+native bookkeeping)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from queueguard.cli import main
+from queueguard.upgrade import catalog
+from tests.fleet.conftest import Fleet
+
+pytestmark = pytest.mark.slow
+
+DATA = Path(__file__).parents[1] / "sets" / "data"
+
+
+def _fleet_then_alone(
+    fleet: Fleet, capsys: pytest.CaptureFixture[str], migrations: str | None, start: str | None
+) -> tuple[list[str], list[str]]:
+    """Two targets (one empty, one at `start`) upgraded by fleet, and their twins alone."""
+    fleeted, alone = [], []
+    for name in ("empty", "started"):
+        for twin in (fleeted, alone):
+            dsn = fleet.database(f"{name}_{'f' if twin is fleeted else 'a'}")
+            twin.append(dsn)
+            if name == "started" and start is not None:
+                args = ["upgrade", "--dsn", dsn, "--to", start]
+                assert main(args + (["--migrations", migrations] if migrations else [])) == 0
+    body = "".join(f'[[targets]]\nname = "t{i}"\ndsn = "{d}"\n' for i, d in enumerate(fleeted))
+    path = fleet.root / "fleet.toml"
+    path.write_text(body)
+    args = ["--migrations", migrations] if migrations else []
+    code, _, err = fleet.cli(capsys, "upgrade", "--targets", str(path), *args)
+    assert code == 0, err
+    for dsn in alone:
+        assert main(["upgrade", "--dsn", dsn, *args]) == 0
+    capsys.readouterr()
+    return fleeted, alone
+
+
+def _same(a: str, b: str, ledger: str) -> None:
+    assert catalog.fingerprint(a) == catalog.fingerprint(b)
+    with psycopg.connect(a) as ca, psycopg.connect(b) as cb:
+        assert ca.execute(ledger).fetchall() == cb.execute(ledger).fetchall()
+
+
+@pytest.mark.parametrize(
+    ("migrations", "start", "ledger"),
+    [
+        (None, "002", "SELECT version_num FROM queueguard_version"),
+        (str(DATA / "alembic_plain"), None, "SELECT version_num FROM alembic_version"),
+        (str(DATA / "temporal"), "1.0",
+         "SELECT curr_version, min_compatible_version FROM schema_version"),
+    ],
+    ids=["queueguard", "alembic", "temporal"],
+)  # fmt: skip
+def test_each_format_on_database_targets_ends_as_upgrade_alone(
+    fleet: Fleet,
+    capsys: pytest.CaptureFixture[str],
+    migrations: str | None,
+    start: str | None,
+    ledger: str,
+) -> None:
+    fleeted, alone = _fleet_then_alone(fleet, capsys, migrations, start)
+    for a, b in zip(fleeted, alone, strict=True):
+        _same(a, b, ledger)
+
+
+def test_temporal_on_schema_targets_keeps_each_schema_its_own_schema_version(
+    fleet: Fleet, capsys: pytest.CaptureFixture[str]
+) -> None:
+    shared = fleet.schemas("shared", ["tenant_a", "tenant_b"])
+    path = fleet.root / "fleet.toml"
+    path.write_text(f"[[discover]]\ndsn = \"{shared}\"\nschemas = 'tenant\\_%'\n")
+    code, _, err = fleet.cli(
+        capsys, "upgrade", "--targets", str(path), "--migrations", str(DATA / "temporal")
+    )
+    assert code == 0, err
+    for schema in ("tenant_a", "tenant_b"):
+        rows = fleet.sql(shared, f"SELECT curr_version FROM {schema}.schema_version")
+        assert rows == [("1.10",)]
+    assert fleet.sql(shared, "SELECT to_regclass('public.schema_version')") == [(None,)]
+    code, _, err = fleet.cli(
+        capsys, "upgrade", "--targets", str(path), "--migrations", str(DATA / "temporal")
+    )
+    assert code == 0, err
