@@ -228,3 +228,22 @@ def test_a_bad_file_is_refused_before_anything_is_written(
     runs = fleet.sql(fleet.control, "SELECT to_regclass('queueguard_fleet.runs')")
     assert runs == [(None,)]
     assert ledger(fleet.dsn("x")) == []
+
+
+def test_the_live_board_draws_waves_running_targets_and_recent_changes() -> None:
+    from rich.console import Console
+
+    from queueguard.fleet import board, live
+
+    rows = [
+        ("a", 0, "canary", "done", "0003", None, 1, 1200, None, 1, "dsn", None, None, False, 0),
+        ("b", 1, "rest", "running", None, None, 1, None, 500, 1, "dsn", None, 900, False, 0),
+        ("c", 1, "rest", "pending", None, None, 0, None, None, 0, "dsn", None, None, False, 0),
+    ]
+    doc = board.document(7, rows)
+    console = Console(record=True, width=120)
+    console.print(live.render(doc, ["fleet: a: done at 0003"]))
+    text = console.export_text()
+    assert "fleet run 7" in text and "canary" in text and "rest" in text
+    assert "b" in text and "late" in text  # running 0.9 s, predicted 0.5 s
+    assert "fleet: a: done at 0003" in text

@@ -31,7 +31,7 @@ def _seconds(text: str, flag: str) -> float:
 
 
 def _upgrade(args: argparse.Namespace) -> int:
-    from queueguard.fleet import board, control
+    from queueguard.fleet import board, control, live
     from queueguard.fleet.run import Options
     from queueguard.fleet.upgrade import resolve, upgrade
     from queueguard.pg.targets import parse_duration_ms
@@ -58,7 +58,7 @@ def _upgrade(args: argparse.Namespace) -> int:
         run, rows, extra, code = upgrade(
             fleet, ctl, options, run=args.run,
             events=Path(args.events) if args.events else None,
-            metrics=Path(args.metrics) if args.metrics else None,
+            metrics=Path(args.metrics) if args.metrics else None, live=live.available(),
         )  # fmt: skip
     finally:
         ctl.close()

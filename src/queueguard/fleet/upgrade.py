@@ -5,6 +5,7 @@ worked by this runner (`fleet.run`)."""
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 from dataclasses import dataclass
 from pathlib import Path
@@ -99,15 +100,24 @@ def upgrade(
     run: str | None = None,
     events: Path | None = None,
     metrics: Path | None = None,
+    live: bool = False,
 ) -> tuple[int, list[tuple[Any, ...]], list[str], int]:
     """This runner's part of the run: (run id, the board at its end, targets not in the
-    run, exit code)."""
+    run, exit code). `live`: the board redrawn on the terminal (stderr) as it goes."""
     run_id, _ = join(ctl, fleet, options.to, run)
     extra = ctl.not_in_run(run_id, fleet.targets)
     runner_id = control.runner_id()
-    board = ctl.twin()
-    try:
-        sink = Events(events, metrics, lambda: board.board(run_id))
+    reader = ctl.twin()
+    with contextlib.ExitStack() as stack:
+        stack.callback(reader.close)
+        lines = None
+        if live:
+            from queueguard.fleet.live import LiveBoard
+
+            drawer = ctl.twin()
+            stack.callback(drawer.close)
+            lines = stack.enter_context(LiveBoard(run_id, lambda: drawer.board(run_id))).line
+        sink = Events(events, metrics, lambda: reader.board(run_id), lines)
         runner = Runner(
             ctl, run_id, runner_id, fleet.mset, fleet.migrations,
             {t.name: t for t in fleet.targets}, ctl.waves(run_id), options, sink,
@@ -115,6 +125,4 @@ def upgrade(
         runner.go()
         sink.write_metrics()
         rows = ctl.board(run_id)
-    finally:
-        board.close()
     return run_id, rows, extra, exit_code(rows)
