@@ -241,7 +241,7 @@ def database_alone(mset: MigrationSet) -> bool:
         for statement in rev.statements:
             try:
                 tree = parse_one(statement)
-            except Exception:
+            except Exception:  # what cannot be parsed is not known to be safe
                 return True
             for node in nodes(tree):
                 if isinstance(node, ast.RangeVar) and node.schemaname:

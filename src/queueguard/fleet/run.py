@@ -151,7 +151,7 @@ class Runner:
                                          (_quoted(t.schema),))  # fmt: skip
                             conn.commit()
                         found.append((t, apply.current(self.mset, t, conn)))
-                    except Exception:
+                    except Exception:  # its claim records what is wrong
                         conn.rollback()
             return found
 
@@ -186,7 +186,7 @@ class Runner:
                 with connect(t.dsn, application_name="queueguard-fleet") as conn:
                     row = conn.execute(Q["headroom"]).fetchone()
                     caps[t.server] = max(1, int(row[0]) // per_target) if row else 1
-            except Exception:
+            except Exception:  # its targets fail on their claim
                 continue
         return caps
 
@@ -230,7 +230,7 @@ class Runner:
             )
         except RunnerBusy as exc:
             self._record(control, claim, "pending", None, apply.failure(exc), began)
-        except Exception as exc:
+        except Exception as exc:  # a target's failure is recorded, not raised
             if flight.lost.is_set():
                 self.say(f"fleet: {name}: lease lost; its statement was cancelled")
             elif self.signalled:
@@ -307,7 +307,7 @@ class Runner:
                     if control is None:
                         control = self.control.twin()
                     ok = control.renew(self.run, claim, ttl)
-                except Exception:
+                except Exception:  # the control database out of reach
                     if control is not None:
                         control.close()
                     control = None
