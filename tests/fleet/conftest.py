@@ -46,6 +46,8 @@ class Fleet:
 
     def write_set(self, files: dict[str, str] | None = None) -> Path:
         self.set_dir.mkdir(exist_ok=True)
+        for old in self.set_dir.glob("*.sql"):
+            old.unlink()
         for name, text in (files or SET).items():
             (self.set_dir / name).write_text(text)
         return self.set_dir
@@ -84,7 +86,8 @@ class Fleet:
         return with_params(self.admin, dbname=f"{self.prefix}_{suffix}")
 
     def cli(self, capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
-        code = main(["fleet", *args, "--control", self.control])
+        control = ["--control", self.control] if args[0] in ("upgrade", "status") else []
+        code = main(["fleet", *args, *control])
         out, err = capsys.readouterr()
         return code, out, err
 

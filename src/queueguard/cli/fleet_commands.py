@@ -13,6 +13,7 @@ from queueguard.errors import UsageError
 
 def cmd_fleet(args: argparse.Namespace) -> int:
     handlers = {
+        "plan": _plan,
         "upgrade": _upgrade,
         "status": _status,
         "verify": _verify,
@@ -73,6 +74,22 @@ def _upgrade(args: argparse.Namespace) -> int:
     if output == "markdown":
         print(board.markdown(doc), end="")
     return code
+
+
+def _plan(args: argparse.Namespace) -> int:
+    from queueguard.fleet import plan
+    from queueguard.fleet.upgrade import resolve
+    from queueguard.pg.targets import parse_duration_ms
+
+    output = _output(args)
+    fleet = resolve(Path(args.targets), args.migrations, args.format)
+    max_lock = parse_duration_ms(args.max_lock) if args.max_lock else None
+    doc = plan.plan(fleet, args.to, max_lock, args.scratch_dsn, args.sample_rows)
+    if output == "markdown":
+        print(plan.markdown(doc), end="")
+    else:
+        _emit(output, "fleet", doc, lambda: plan.text(doc))
+    return 0 if doc["ok"] else 1
 
 
 def _status(args: argparse.Namespace) -> int:

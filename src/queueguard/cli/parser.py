@@ -43,7 +43,8 @@ EXAMPLES = {
     "lint": "queueguard lint migrations/ --json\n"
     "  queueguard lint --migrations ./schema/versioned --output github",
     "manifest": "queueguard manifest --write --migrations ./migrations",
-    "fleet": "queueguard fleet upgrade --targets fleet.toml --migrations db/migrations\n"
+    "fleet": "queueguard fleet plan --targets fleet.toml --max-lock 2s --output markdown\n"
+    "  queueguard fleet upgrade --targets fleet.toml --migrations db/migrations\n"
     "  queueguard fleet status --targets fleet.toml --output markdown\n"
     "  queueguard fleet verify --targets fleet.toml\n"
     "  queueguard fleet matrix --shards 4 --for github",
@@ -347,6 +348,12 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def sample_rows_default() -> int:
+    from queueguard.upgrade.plan.sample import DEFAULT_ROWS
+
+    return DEFAULT_ROWS
+
+
 def _add_fleet(sub: Any) -> None:
     p = sub.add_parser("fleet", help="one migration set across many databases and tenant schemas")
     fleet = p.add_subparsers(dest="fleet_command", required=True)
@@ -359,6 +366,22 @@ def _add_fleet(sub: Any) -> None:
         q.add_argument("--format", choices=["queueguard", "alembic", "temporal", "sqldir"])
         q.add_argument("--output", choices=OUTPUTS)
         q.add_argument("--json", action="store_true", help="the same as --output json")
+
+    q = fleet.add_parser("plan", help="the fleet's downtime bill, each target at its size")
+    common(q)
+    q.add_argument("--to", help="the target revision (default head)")
+    q.add_argument("--max-lock", help="the lock budget: statements over it are named")
+    q.add_argument(
+        "--scratch-dsn",
+        metavar="ADMIN_DSN",
+        help="the server for the traces' scratch copies (default: the target's)",
+    )
+    q.add_argument(
+        "--sample-rows",
+        type=int,
+        default=sample_rows_default(),
+        help="rows per table in the traced sample",
+    )
 
     q = fleet.add_parser("upgrade", help="bring every target to the set's head, wave by wave")
     common(q)

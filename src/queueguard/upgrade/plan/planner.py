@@ -162,25 +162,56 @@ def plan(
         else:
             copy = databases.create()
             target_sizes = sample.build(target_dsn, copy, sample_rows)
-        for traced in _traced(mset, pending, copy, start):
-            indexes = traced.indexes
-            lines = [bill.Line(traced.revision.id, i, s) for i, s in enumerate(traced.seen)]
-            for line in lines:
-                line.estimate_ms, line.basis = bill.estimate(
-                    line.seen, traced.sizes, target_sizes, indexes
-                )
-            bill.held(lines)
-            for line in lines:
-                line.blocking = [
-                    (rel, mode)
-                    for rel, mode in bill.blocking(line.seen)
-                    if _on_target(rel, target_sizes, indexes)
-                ]
-                line.verdict = bill.verdict(line, max_lock_ms)
-                line.safer = safer.safer(line)
-            result.revisions.append((traced.revision.id, lines))
+        result.revisions = bill_traced(
+            _traced(mset, pending, copy, start), target_sizes, max_lock_ms
+        )
     _queue_behind(result, target_dsn)
     return result
+
+
+def trace_target(
+    mset: MigrationSet,
+    target_dsn: str,
+    pending: list[Revision],
+    *,
+    scratch_admin: str | None = None,
+    sample_rows: int = sample.DEFAULT_ROWS,
+) -> tuple[list[python_revision.Traced], Mapping[str, bill.Size]]:
+    """The pending revisions traced on a sample of the target (dropped after): what they
+    did on the sample and at what sizes, and the target's own sizes."""
+    admin = scratch_admin or scratch.database_dsn(target_dsn, "postgres")
+    with ScratchDatabases(admin, prefix="qgplan") as databases:
+        copy = databases.create()
+        target_sizes = sample.build(target_dsn, copy, sample_rows)
+        return _traced(mset, pending, copy, None), target_sizes
+
+
+def bill_traced(
+    traced: list[python_revision.Traced],
+    target_sizes: Mapping[str, bill.Size],
+    max_lock_ms: float | None,
+) -> list[tuple[str, list[bill.Line]]]:
+    """The bill of revisions traced on a sample, priced at a target's sizes (`fleet plan`
+    prices every target of a group from one trace on its largest target's sample)."""
+    revisions = []
+    for one in traced:
+        indexes = one.indexes
+        lines = [bill.Line(one.revision.id, i, s) for i, s in enumerate(one.seen)]
+        for line in lines:
+            line.estimate_ms, line.basis = bill.estimate(
+                line.seen, one.sizes, target_sizes, indexes
+            )
+        bill.held(lines)
+        for line in lines:
+            line.blocking = [
+                (rel, mode)
+                for rel, mode in bill.blocking(line.seen)
+                if _on_target(rel, target_sizes, indexes)
+            ]
+            line.verdict = bill.verdict(line, max_lock_ms)
+            line.safer = safer.safer(line)
+        revisions.append((one.revision.id, lines))
+    return revisions
 
 
 def _on_target(

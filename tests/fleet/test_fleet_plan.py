@@ -1,0 +1,75 @@
+"""`fleet plan`: read only on every target; one trace per group of targets at the same
+revision and catalog (on the group's largest), every target priced at its own sizes; the
+waves' predicted time; every target listed, one that cannot be priced with its reason."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+import pytest
+
+from tests.fleet.conftest import Fleet, ledger
+
+#: a rewrite (the type change) and an index build: both cost what the table holds
+REWRITE = {
+    "0001_items.sql": "CREATE TABLE items (id bigint PRIMARY KEY, note varchar(20));\n",
+    "0002_note.sql": "ALTER TABLE items ALTER COLUMN note TYPE varchar(40) USING note || '';\n"
+    "CREATE INDEX items_note_idx ON items (note);\n",
+}
+LEDGER = (
+    "CREATE TABLE queueguard_sqldir_ledger (revision text PRIMARY KEY, checksum text NOT NULL, "
+    "applied_at timestamptz NOT NULL DEFAULT now())"
+)
+ROWS = {"small": 200, "middle": 5_000, "large": 60_000}
+
+
+def test_each_target_is_priced_at_its_own_size_from_one_trace(
+    fleet: Fleet, capsys: pytest.CaptureFixture[str]
+) -> None:
+    fleet.write_set(REWRITE)
+    for name, rows in ROWS.items():
+        dsn = fleet.database(name)
+        fleet.sql(dsn, REWRITE["0001_items.sql"])
+        fleet.sql(dsn, f"INSERT INTO items SELECT g, 'n' || g FROM generate_series(1, {rows}) g;"
+                  "ANALYZE items")  # fmt: skip
+        fleet.sql(dsn, LEDGER)
+    checksum = hashlib.sha256(REWRITE["0001_items.sql"].encode()).hexdigest()
+    for name in ROWS:
+        fleet.sql(fleet.dsn(name), "INSERT INTO queueguard_sqldir_ledger (revision, checksum) "
+                  f"VALUES ('0001', '{checksum}')")  # fmt: skip
+    shared = fleet.schemas("shared", ["tenant_a"])
+    path = fleet.targets_file(
+        fleet.discover_databases(like="%l%")  # middle, large and shared
+        + f'[[targets]]\nname = "small"\ndsn = "{fleet.dsn("small")}"\n'
+        + f'[[targets]]\nname = "tenant"\ndsn = "{shared}"\nschema = "tenant_a"\n'
+        + '[[waves]]\nname = "all"\nparallel = 2\n'
+    )
+    code, out, err = fleet.cli(capsys, "plan", "--targets", str(path), "--json")
+    assert out, err
+    doc = json.loads(out)
+    by_name = {t["name"]: t for t in doc["targets"]}
+    assert code == 1  # the schema target is listed, not priced
+    assert by_name["tenant"]["error"].startswith("schema targets are not priced yet")
+    small, middle, large = (by_name[n] for n in ("small", f"{fleet.prefix}_middle",
+                                                  f"{fleet.prefix}_large"))  # fmt: skip
+    assert {t["representative"] for t in (small, middle, large)} == {f"{fleet.prefix}_large"}
+    assert small["estimateMs"] < middle["estimateMs"] < large["estimateMs"]
+    assert large["tables"]["items"]["rows"] == ROWS["large"]
+    assert doc["predictedMs"] >= large["estimateMs"]
+    # read only: nothing applied anywhere
+    for name in ROWS:
+        assert ledger(fleet.dsn(name)) == ["0001"]
+
+    path = fleet.targets_file(
+        "".join(f'[[targets]]\nname = "{n}"\ndsn = "{fleet.dsn(n)}"\n' for n in ROWS),
+        name="databases.toml",
+    )
+    code, out, _ = fleet.cli(capsys, "plan", "--targets", str(path), "--json")
+    assert code == 0 and json.loads(out)["ok"]
+    code, out, _ = fleet.cli(capsys, "plan", "--targets", str(path), "--max-lock", "1ms", "--json")
+    doc = json.loads(out)
+    assert code == 1
+    assert "large" in doc["refusedWithoutOnline"]
+    over = {t["name"]: t["over"] for t in doc["targets"]}["large"]
+    assert over and over[0]["sql"].startswith("ALTER TABLE items ALTER COLUMN note")
