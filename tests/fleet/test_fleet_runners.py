@@ -136,3 +136,40 @@ def test_sigterm_leaves_no_target_running_and_a_rerun_goes_on(
     assert code == 0, err
     assert {v[0] for v in fleet.board().values()} == {"done"}
     assert ledger(target) == HEAD and ledger(fleet.dsn("u")) == HEAD
+
+
+def test_a_stop_lets_the_target_in_flight_end_its_revision_and_the_run_ends(
+    fleet: Fleet, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """One wave of two at once, on_error = stop: one target fails in 0003 while the other
+    is inside a slow 0002. The run stops: the other ends 0002 and stops there (skipped, at
+    it), the runner exits 1 and the run is finished; a rerun starts a new run and goes on
+    from that revision. (Each database's sleep and failure are its own settings.)"""
+    fleet.write_set({
+        **SLOW,
+        "0003_flag.sql": "SELECT 1 / (CASE WHEN current_setting('qg.fail', true) = 'yes' "
+        "THEN 0 ELSE 1 END);\n" + SET["0003_flag.sql"],
+    })  # fmt: skip
+    broken = fleet.database("a_broken")
+    slow = fleet.database("b_slow")
+    fleet.sql(broken, f'ALTER DATABASE "{fleet.prefix}_a_broken" SET qg.sleep = 1')
+    fleet.sql(broken, f'ALTER DATABASE "{fleet.prefix}_a_broken" SET qg.fail = yes')
+    fleet.sql(slow, f'ALTER DATABASE "{fleet.prefix}_b_slow" SET qg.sleep = 4')
+    path = fleet.targets_file(
+        f'[[targets]]\nname = "broken"\ndsn = "{broken}"\n'
+        f'[[targets]]\nname = "slow"\ndsn = "{slow}"\n'
+        '[[waves]]\nname = "all"\nparallel = 2\non_error = "stop"\n'
+    )
+    code, _, err = fleet.cli(capsys, "upgrade", "--targets", str(path))
+    assert code == 1, err
+    board = fleet.board()
+    assert board["broken"][0] == "failed" and "division by zero" in board["broken"][3]
+    assert board["slow"][:2] == ("skipped", "0002"), board["slow"]  # its revision ended
+    assert ledger(slow) == ["0001", "0002"]
+    finished = fleet.sql(fleet.control, "SELECT finished_at IS NOT NULL FROM queueguard_fleet.runs")
+    assert finished == [(True,)]
+    fleet.sql(broken, f'ALTER DATABASE "{fleet.prefix}_a_broken" RESET qg.fail')
+    code, _, err = fleet.cli(capsys, "upgrade", "--targets", str(path))
+    assert code == 0, err
+    assert ledger(slow) == HEAD and ledger(broken) == HEAD
+    assert fleet.sql(fleet.control, "SELECT count(*) FROM queueguard_fleet.runs") == [(2,)]

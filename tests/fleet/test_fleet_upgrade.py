@@ -13,7 +13,7 @@ import pytest
 from queueguard.fleet import control
 from queueguard.fleet.control import Control, StaleFence
 from queueguard.fleet.upgrade import join, resolve
-from tests.fleet.conftest import Fleet, ledger
+from tests.fleet.conftest import SET, Fleet, ledger
 
 HEAD = ["0001", "0002", "0003"]
 
@@ -247,3 +247,27 @@ def test_the_live_board_draws_waves_running_targets_and_recent_changes() -> None
     assert "fleet run 7" in text and "canary" in text and "rest" in text
     assert "b" in text and "late" in text  # running 0.9 s, predicted 0.5 s
     assert "fleet: a: done at 0003" in text
+
+
+def test_run_new_starts_another_run_and_a_changed_set_refuses_to_join_a_run_by_id(
+    fleet: Fleet, capsys: pytest.CaptureFixture[str]
+) -> None:
+    fleet.database("one")
+    path = fleet.targets_file(fleet.discover_databases())
+    resolved = resolve(path, None, None)
+    ctl = control.open_control(fleet.control)
+    try:
+        first, _ = join(ctl, resolved, None, None)  # an open run nobody works
+    finally:
+        ctl.close()
+    code, _, err = fleet.cli(capsys, "upgrade", "--targets", str(path), "--run", "new")
+    assert code == 0, err
+    query = "SELECT id, finished_at IS NULL FROM queueguard_fleet.runs ORDER BY id"
+    assert fleet.sql(fleet.control, query) == [(first, True), (first + 1, False)]
+    # the set changes: its runs are others; joining the old one by its id is refused
+    fleet.write_set({**SET, "0004_more.sql": "ALTER TABLE items ADD COLUMN more int;\n"})
+    code, _, err = fleet.cli(capsys, "upgrade", "--targets", str(path), "--run", str(first))
+    assert code == 2 and f"run {first} applies" in err and "does not join" in err
+    code, _, err = fleet.cli(capsys, "upgrade", "--targets", str(path))
+    assert code == 0, err
+    assert ledger(fleet.dsn("one")) == [*HEAD, "0004"]

@@ -73,3 +73,29 @@ def test_a_target_behind_head_fails_verify(
     assert code == 1
     assert {t["revision"] for t in doc["targets"]} == {"0002"}
     assert not any(t["atHead"] for t in doc["targets"])
+
+
+def test_functions_triggers_and_a_schema_named_like_its_table_are_no_drift(
+    fleet: Fleet, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Schema names inside function texts and names equal to a table's are the placeholder,
+    not a difference (`items` holds a table `items`)."""
+    fleet.write_set({
+        "0001_items.sql": "CREATE TABLE items (id bigint PRIMARY KEY, n int);\n"
+        "CREATE FUNCTION bump() RETURNS trigger LANGUAGE plpgsql AS "
+        "$$ BEGIN NEW.n := coalesce(NEW.n, 0) + 1; RETURN NEW; END $$;\n"
+        "CREATE TRIGGER items_bump BEFORE INSERT ON items FOR EACH ROW EXECUTE FUNCTION bump();\n",
+    })  # fmt: skip
+    shared = fleet.schemas("shared", ["items", "tenant_1", "tenant_10"])
+    path = fleet.targets_file(
+        "".join(
+            f'[[targets]]\nname = "{s}"\ndsn = "{shared}"\nschema = "{s}"\n'
+            for s in ("items", "tenant_1", "tenant_10")
+        )
+    )
+    code, _, err = fleet.cli(capsys, "upgrade", "--targets", str(path))
+    assert code == 0, err
+    code, out, _ = _verify(fleet, capsys, str(path))
+    doc = json.loads(out)
+    assert code == 0, doc
+    assert len(doc["groups"]) == 1

@@ -107,8 +107,10 @@ def _status(args: argparse.Namespace) -> int:
                 raise UsageError(f"--run takes a run id, got {args.run!r}") from None
             ctl.by_id(run)
         else:
-            target = fleet.mset.resolve(args.to)
-            found = ctl.find(control.identity(fleet.file, target), unfinished=False)
+            from queueguard.fleet.upgrade import run_set
+
+            the_set = run_set(fleet.mset, args.to)
+            found = ctl.find(control.identity(fleet.file, the_set), unfinished=False)
             if found is None:
                 raise UsageError(f"no fleet run of {args.targets} in the control database")
             run = found[0]

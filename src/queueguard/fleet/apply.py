@@ -27,7 +27,7 @@ import psycopg
 from queueguard.errors import ConnectionFailed
 from queueguard.fleet.targets import Target
 from queueguard.pg.connect import ON_CONNECT, connect, reason
-from queueguard.pg.dsn import params, with_params
+from queueguard.pg.dsn import params, redact, with_params
 from queueguard.pg.sqlfiles import queries
 from queueguard.sets import MigrationSet
 from queueguard.upgrade.foreign.session import APPLICATION_NAME, RUNNER_KEY, Limits
@@ -35,6 +35,7 @@ from queueguard.upgrade.foreign.session import APPLICATION_NAME, RUNNER_KEY, Lim
 Q = queries("queueguard.fleet", "fleet.sql")
 #: Alembic's `context` is one per process: Alembic sets (queueguard's own among them) run
 #: one target at a time in a runner process
+ONE_AT_A_TIME = ("queueguard", "alembic")
 _ALEMBIC = threading.Lock()
 
 
@@ -156,8 +157,11 @@ def upgrade(
     target = flight.target
     dsn = session_dsn(target)
     with _session(flight):
-        if mset.format in ("queueguard", "alembic"):
+        if mset.format in ONE_AT_A_TIME:
             with _ALEMBIC:
+                if flight.stop_between.is_set() or flight.lost.is_set():
+                    at = current(mset, target)
+                    return Outcome(at, at, [], stopped=True)
                 return _alembic(mset, migrations, dsn, to, limits, flight)
         return _stepwise(mset, dsn, to, limits, flight)
 
@@ -255,6 +259,6 @@ def database_alone(mset: MigrationSet) -> bool:
 
 def failure(exc: BaseException) -> str:
     """The first line of a target's error, passwords redacted."""
-    text = reason(exc) if isinstance(exc, psycopg.Error) else str(exc)
+    text = reason(exc) if isinstance(exc, psycopg.Error) else redact(str(exc))
     line = text.strip().splitlines()[0] if text.strip() else type(exc).__name__
     return line[:500]

@@ -9,27 +9,32 @@ its writes change nothing (`StaleFence`)."""
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
 import socket
+import time
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import psycopg
 from psycopg.types.json import Jsonb
 
-from queueguard.errors import QueueguardError, UsageError
+from queueguard.errors import ConnectionFailed, QueueguardError, UsageError
 from queueguard.fleet.targets import FleetFile, Target, Wave
-from queueguard.pg.connect import connect
+from queueguard.pg.connect import connect, connection_lost
 from queueguard.pg.sqlfiles import queries
 
 Q = queries("queueguard.fleet", "control.sql")
 ENV_CONTROL = "QUEUEGUARD_CONTROL_DSN"
 #: the control database on the embedded server (one runner on one machine)
 EMBEDDED_CONTROL_DB = "queueguard_fleet"
+#: how long a lost control connection is tried again before the operation gives up
+RECONNECT_S = 30.0
+T = TypeVar("T")
 STATES = ("pending", "running", "done", "failed", "skipped", "not in this run")
 
 
@@ -59,17 +64,24 @@ def runner_id() -> str:
     return f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
 
 
-def identity(fleet: FleetFile, target_revision: str | None) -> str:
-    """Who joins a run: the targets file (its resolved path and its text) and the revision
-    the run brings its targets to. Not what discovery finds: a database created after the
-    run froze its manifest is reported as not in this run, it does not make another run."""
-    doc = {"file": str(fleet.path.resolve()), "text": fleet.digest, "to": target_revision}
+def identity(fleet: FleetFile, the_set: RunSet) -> str:
+    """Who joins a run: the targets file (its name and its text: runners checked out at
+    different paths join one run), the set (format, head, a checksum of its files) and the
+    revision the run brings its targets to. Not what discovery finds: a database created
+    after the run froze its manifest is reported as not in this run, it makes no new run."""
+    doc = {
+        "file": fleet.path.name, "text": fleet.digest, "format": the_set.format,
+        "head": the_set.head, "checksum": the_set.checksum, "to": the_set.target_revision,
+    }  # fmt: skip
     return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()
 
 
 class Control:
     """One connection to the control database (one per thread: psycopg serialises a
-    connection's use)."""
+    connection's use). A connection lost in the middle of an operation is opened again and
+    the operation retried, for up to RECONNECT_S: a brief outage of the control database
+    does not end a runner; a longer one does, with nothing recorded wrongly (a lease it
+    cannot renew meanwhile cancels its target)."""
 
     def __init__(self, dsn: str) -> None:
         self.dsn = dsn
@@ -81,10 +93,29 @@ class Control:
     def twin(self) -> Control:
         return Control(self.dsn)
 
+    def _retried(self, work: Callable[[psycopg.Connection[Any]], T]) -> T:
+        deadline = time.monotonic() + RECONNECT_S
+        pause = 0.2
+        while True:
+            try:
+                result = work(self.conn)
+                self.conn.commit()
+                return result
+            except psycopg.OperationalError as exc:
+                if not connection_lost(exc) or time.monotonic() >= deadline:
+                    raise
+            with contextlib.suppress(Exception):
+                self.conn.close()
+            time.sleep(pause)
+            pause = min(pause * 2, 2.0)
+            with contextlib.suppress(ConnectionFailed):
+                self.conn = connect(self.dsn, application_name="queueguard-fleet")
+
     def _one(self, name: str, params: Mapping[str, Any]) -> Any:
-        row = self.conn.execute(Q[name], params).fetchone()
-        self.conn.commit()
-        return row
+        return self._retried(lambda conn: conn.execute(Q[name], params).fetchone())
+
+    def _count(self, name: str, params: Mapping[str, Any]) -> int:
+        return self._retried(lambda conn: conn.execute(Q[name], params).rowcount)
 
     def setup(self) -> None:
         with self.conn.transaction():
@@ -110,13 +141,18 @@ class Control:
         waves: Sequence[Wave],
         members: Sequence[Sequence[Target]],
         exclusive: Mapping[str, bool],
-    ) -> int:
-        """A new run with its manifest frozen: every target, its wave, its place."""
+        *,
+        new: bool = False,
+    ) -> tuple[int, RunSet]:
+        """A new run with its manifest frozen (every target, its wave, its place); without
+        `new`, the open run of this identity a runner starting at the same moment made."""
         with self.conn.transaction():
             self.conn.execute(Q["setup_lock"])  # one run per identity when runners race
-            found = self.conn.execute(Q["open_run"], {"identity": ident}).fetchone()
+            found = (
+                None if new else self.conn.execute(Q["open_run"], {"identity": ident}).fetchone()
+            )
             if found is not None:
-                return int(found[0])
+                return int(found[0]), RunSet(found[1], found[2], found[3], found[4])
             row = self.conn.execute(
                 Q["create_run"],
                 {"identity": ident, "format": the_set.format, "head": the_set.head,
@@ -139,7 +175,7 @@ class Control:
                 ]
                 cur.executemany(Q["add_target"], rows)
         self.conn.commit()
-        return run
+        return run, the_set
 
     def not_in_run(self, run: int, targets: Sequence[Target]) -> list[str]:
         """Targets this runner found that the run's frozen manifest does not hold: recorded
@@ -156,49 +192,56 @@ class Control:
         return [t.name for t in extra]
 
     def manifest(self, run: int) -> list[tuple[str, int | None, str]]:
-        rows = self.conn.execute(Q["manifest"], {"run": run}).fetchall()
-        self.conn.commit()
+        rows = self._retried(lambda conn: conn.execute(Q["manifest"], {"run": run}).fetchall())
         return [(r[0], r[1], r[2]) for r in rows]
 
     def waves(self, run: int) -> list[Wave]:
-        rows = self.conn.execute(Q["waves"], {"run": run}).fetchall()
-        self.conn.commit()
+        rows = self._retried(lambda conn: conn.execute(Q["waves"], {"run": run}).fetchall())
         return [Wave(r[1], {}, int(r[2]), r[3], r[4]) for r in rows]
 
     def retry_failed(self, run: int) -> int:
-        cur = self.conn.execute(Q["retry_failed"], {"run": run})
-        self.conn.commit()
-        return cur.rowcount
+        """A rerun of a run nobody works: its failed targets pending again (under the run's
+        lock, so no claim of another runner meets it half done)."""
+
+        def work(conn: psycopg.Connection[Any]) -> int:
+            conn.execute(Q["lock_run"], {"run": run})
+            return conn.execute(Q["retry_failed"], {"run": run}).rowcount
+
+        return self._retried(work)
 
     # --- claims and leases -------------------------------------------------------------------
     def claim(self, run: int, runner: str, ttl_s: float, caps: Mapping[str, int]) -> Claim | None:
         """The next target this runner may take, or None (the wave is at its cap, waits for
         its last targets, or the run has stopped or has nothing left)."""
-        with self.conn.transaction():
-            row = self.conn.execute(Q["lock_run"], {"run": run}).fetchone()
+
+        def work(conn: psycopg.Connection[Any]) -> Claim | None:
+            row = conn.execute(Q["lock_run"], {"run": run}).fetchone()
             if row is None or row[0] is not None:
                 return None
-            wave = self.conn.execute(Q["current_wave"], {"run": run}).fetchone()
+            wave = conn.execute(Q["current_wave"], {"run": run}).fetchone()
             if wave is None or int(wave[2]) >= int(wave[1]):
                 return None
-            found = self.conn.execute(
+            found = conn.execute(
                 Q["candidate"], {"run": run, "wave": wave[0], "caps": Jsonb(dict(caps))}
             ).fetchone()
             if found is None:
                 return None
-            fence = self.conn.execute(
+            fence = conn.execute(
                 Q["claim"], {"run": run, "name": found[0], "runner": runner, "ttl": ttl_s}
             ).fetchone()
             assert fence is not None
-        self.conn.commit()
-        return Claim(found[0], int(fence[0]), bool(found[1]))
+            return Claim(found[0], int(fence[0]), bool(found[1]))
+
+        return self._retried(work)
 
     def renew(self, run: int, claim: Claim, ttl_s: float) -> bool:
-        cur = self.conn.execute(
-            Q["renew"], {"run": run, "name": claim.name, "fence": claim.fence, "ttl": ttl_s}
-        )
-        self.conn.commit()
-        return cur.rowcount == 1
+        params = {"run": run, "name": claim.name, "fence": claim.fence, "ttl": ttl_s}
+        return self._count("renew", params) == 1
+
+    def alive(self, run: int, ttl_s: float) -> str | None:
+        """This runner is alive (for `retry_failed`); why the run stopped, if it did."""
+        row = self._one("alive", {"run": run, "ttl": ttl_s})
+        return row[0] if row else None
 
     def record(
         self,
@@ -212,40 +255,36 @@ class Control:
         lock_waits: int = 0,
     ) -> None:
         """A claimed target's end, under its fence; StaleFence when another claim has
-        raised it since (nothing is written)."""
-        cur = self.conn.execute(
-            Q["record"],
-            {"run": run, "name": claim.name, "fence": claim.fence, "state": state,
-             "revision": revision, "error": error, "elapsed_ms": elapsed_ms,
-             "lock_waits": lock_waits},
-        )  # fmt: skip
-        self.conn.commit()
-        if cur.rowcount != 1:
-            raise StaleFence(
-                f"{claim.name}: fence {claim.fence} is stale (another runner claimed it since): "
-                "nothing recorded"
-            )
+        raised it since (nothing is written). A record whose answer was lost with the
+        connection, and which was made, counts as made."""
+        params = {"run": run, "name": claim.name, "fence": claim.fence, "state": state,
+                  "revision": revision, "error": error, "elapsed_ms": elapsed_ms,
+                  "lock_waits": lock_waits}  # fmt: skip
+        if self._count("record", params) == 1:
+            return
+        row = self._one("recorded", {"run": run, "name": claim.name})
+        if row is not None and row[0] == state and int(row[1]) == claim.fence:
+            return
+        raise StaleFence(
+            f"{claim.name}: fence {claim.fence} is stale (another runner claimed it since): "
+            "nothing recorded"
+        )
 
     def done_unclaimed(self, run: int, name: str, revision: str | None) -> bool:
-        cur = self.conn.execute(
-            Q["done_unclaimed"], {"run": run, "name": name, "revision": revision}
-        )
-        self.conn.commit()
-        return cur.rowcount == 1
+        return self._count("done_unclaimed", {"run": run, "name": name, "revision": revision}) == 1
 
     def skipped_unclaimed(self, run: int, name: str, revision: str | None, why: str) -> bool:
-        cur = self.conn.execute(
-            Q["skipped_unclaimed"], {"run": run, "name": name, "revision": revision, "error": why}
-        )
-        self.conn.commit()
-        return cur.rowcount == 1
+        params = {"run": run, "name": name, "revision": revision, "error": why}
+        return self._count("skipped_unclaimed", params) == 1
 
     def failures(self, run: int, wave: int) -> int:
         return int(self._one("failures", {"run": run, "wave": wave})[0])
 
     def stop(self, run: int, reason: str) -> None:
-        self.conn.execute(Q["stop"], {"run": run, "reason": reason})
-        self.conn.commit()
+        self._count("stop", {"run": run, "reason": reason})
+
+    def skip_stopped(self, run: int) -> int:
+        return self._count("skip_stopped", {"run": run})
 
     def live(self, run: int) -> tuple[int, int, bool, str | None]:
         """(pending, running, finished, why stopped)."""
@@ -253,14 +292,10 @@ class Control:
         return int(row[0]), int(row[1]), bool(row[2]), row[3]
 
     def finish(self, run: int) -> bool:
-        cur = self.conn.execute(Q["finish"], {"run": run})
-        self.conn.commit()
-        return cur.rowcount == 1
+        return self._count("finish", {"run": run}) == 1
 
     def board(self, run: int) -> list[tuple[Any, ...]]:
-        rows = self.conn.execute(Q["board"], {"run": run}).fetchall()
-        self.conn.commit()
-        return rows
+        return self._retried(lambda conn: conn.execute(Q["board"], {"run": run}).fetchall())
 
 
 def _target_row(

@@ -75,6 +75,8 @@ class Runner:
         beat = threading.Thread(target=self._beat, args=(done,), daemon=True, name="heartbeat")
         beat.start()
         n = max(w.parallel for w in self.waves)
+        if self.mset.format in apply.ONE_AT_A_TIME:
+            n = 1  # Alembic's context is one per process: more workers would only wait
         workers = [
             threading.Thread(target=self._work, daemon=True, name=f"worker-{i}") for i in range(n)
         ]
@@ -87,6 +89,7 @@ class Runner:
             done.set()
             restore()
         beat.join(5)
+        self.control.skip_stopped(self.run)
         self.control.finish(self.run)
 
     def _wait(self, workers: list[threading.Thread]) -> None:
@@ -97,11 +100,11 @@ class Runner:
             if self.stopping.is_set() and deadline is None:
                 deadline = time.monotonic() + self.options.stop_grace_s
             if deadline is not None and time.monotonic() >= deadline:
+                # again every round: a cancel that lands between two statements cancels
+                # nothing, and the revision would run on
                 for _, flight, _ in list(self.flights.values()):
                     flight.cancel()
-                deadline = float("inf")
-            for w in workers:
-                w.join(0.1)
+            time.sleep(0.2)
 
     def _signals(self) -> Callable[[], None]:
         if threading.current_thread() is not threading.main_thread():
@@ -131,11 +134,11 @@ class Runner:
         read on one connection, every schema of it on that connection); targets past it are
         skipped. A target that cannot be read is left to its claim, which records why."""
         target = self.mset.resolve(self.options.to)
-        by_database: dict[tuple[str, str], list[Target]] = {}
+        by_database: dict[str, list[Target]] = {}  # by DSN: each with its own credentials
         for name in names:
             t = self.targets.get(name)
             if t is not None:
-                by_database.setdefault((t.server, t.database), []).append(t)
+                by_database.setdefault(t.dsn, []).append(t)
 
         def read(group: list[Target]) -> list[tuple[Target, str | None]]:
             try:
@@ -149,7 +152,9 @@ class Runner:
                         if t.schema is not None:
                             conn.execute("SELECT set_config('search_path', %s, false)",
                                          (_quoted(t.schema),))  # fmt: skip
-                            conn.commit()
+                        else:
+                            conn.execute("RESET search_path")
+                        conn.commit()
                         found.append((t, apply.current(self.mset, t, conn)))
                     except Exception:  # its claim records what is wrong
                         conn.rollback()
@@ -192,30 +197,48 @@ class Runner:
 
     # --- workers -----------------------------------------------------------------------------
     def _work(self) -> None:
-        control = self.control.twin()
+        control: Control | None = None
         try:
             while not self.stopping.is_set():
-                claim = control.claim(self.run, self.runner, self.options.claim_ttl_s, self.caps)
-                if claim is None:
-                    pending, running, finished, _ = control.live(self.run)
-                    if finished or (pending == 0 and running == 0):
+                try:
+                    if control is None:
+                        control = self.control.twin()
+                    if not self._turn(control):
                         return
-                    self.stopping.wait(self.options.poll_s)
-                    continue
-                self._one(control, claim)
+                except Exception as exc:  # the control database out of reach, past its retries
+                    self.say(f"fleet: worker: {apply.failure(exc)}; trying again")
+                    if control is not None:
+                        control.close()
+                    control = None
+                    self.stopping.wait(self.options.claim_ttl_s / 3)
         finally:
-            control.close()
+            if control is not None:
+                control.close()
+
+    def _turn(self, control: Control) -> bool:
+        """One claim worked, or a wait for one; False when the run has nothing left."""
+        claim = control.claim(self.run, self.runner, self.options.claim_ttl_s, self.caps)
+        if claim is not None:
+            self._one(control, claim)
+            return True
+        pending, running, finished, stopped = control.live(self.run)
+        if stopped is not None and control.skip_stopped(self.run):
+            pending, running, finished, stopped = control.live(self.run)
+        if finished or (pending == 0 and running == 0):
+            return False
+        self.stopping.wait(self.options.poll_s)
+        return True
 
     def _one(self, control: Control, claim: Claim) -> None:
         name = claim.name
         target = self.targets.get(name)
         began = time.monotonic()
         if target is None:
-            self._record(control, claim, "failed", None, "not in this runner's targets file", began)
+            self._failed(control, claim, "not in this runner's targets file", began)
             return
         refused = apply.refusal(self.mset, target)
         if refused:
-            self._record(control, claim, "failed", None, refused, began)
+            self._failed(control, claim, refused, began)
             return
         flight = apply.Flight(target)
         if self.stopping.is_set():
@@ -242,10 +265,12 @@ class Runner:
             if flight.lost.is_set():
                 self.say(f"fleet: {name}: lease lost; nothing more recorded for it")
             elif outcome.stopped:
-                why = f"stopped at {outcome.after or 'nothing applied'} (the run stopped)"
-                if self.signalled:
-                    why = f"stopped at {outcome.after or 'nothing applied'} by {self.signalled}"
-                self._record(control, claim, "pending", outcome.after, why, began,
+                at = outcome.after or "nothing applied"
+                if self.signalled:  # the run goes on with a rerun: pending
+                    why, state = f"stopped at {at} by {self.signalled}", "pending"
+                else:  # the run stopped: it claims this target no more
+                    why, state = f"stopped at {at}: the run stopped", "skipped"
+                self._record(control, claim, state, outcome.after, why, began,
                              outcome.lock_waits)  # fmt: skip
             else:
                 self._record(control, claim, "done", outcome.after, None, began,
@@ -296,12 +321,23 @@ class Runner:
 
     # --- leases --------------------------------------------------------------------------------
     def _beat(self, done: threading.Event) -> None:
-        """Every third of the TTL, each lease in flight renewed; a lease that cannot be renewed
-        (its fence raised, or expired while the control database was out of reach) cancels
-        its target's statement."""
+        """Every third of the TTL: this runner said alive, the run's stop passed on to the
+        targets in flight (they stop after their revision), and each lease renewed; a lease
+        that cannot be renewed (its fence raised, or expired while the control database was
+        out of reach) cancels its target's statement."""
         ttl = self.options.claim_ttl_s
         control: Control | None = None
         while not done.wait(ttl / 3):
+            try:
+                if control is None:
+                    control = self.control.twin()
+                if control.alive(self.run, ttl) is not None:
+                    for _, flight, _ in list(self.flights.values()):
+                        flight.stop_between.set()
+            except Exception:  # the control database out of reach: the leases decide
+                if control is not None:
+                    control.close()
+                control = None
             for name, (claim, flight, renewed) in list(self.flights.items()):
                 try:
                     if control is None:
@@ -315,9 +351,14 @@ class Runner:
                 else:
                     if ok:
                         with self._lock:
-                            if name in self.flights:
+                            now = self.flights.get(name)
+                            if now is not None and now[0] is claim:  # not a later claim's
                                 self.flights[name] = (claim, flight, time.monotonic())
-                if not ok and not flight.lost.is_set():
+                if (
+                    not ok
+                    and not flight.lost.is_set()
+                    and self.flights.get(name, (None,))[0] is claim
+                ):
                     flight.lost.set()
                     flight.cancel()
                     self.say(f"fleet: {name}: lease lost (fence {claim.fence}); cancelling it")

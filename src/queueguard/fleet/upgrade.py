@@ -51,6 +51,11 @@ def resolve(path: Path, migrations: str | None, fmt: str | None, parallel: int =
     return Fleet(fleet_file, mset, folder, found, members)
 
 
+def run_set(mset: MigrationSet, to: str | None) -> control.RunSet:
+    head = mset.head.id if mset.head else None
+    return control.RunSet(mset.format, head, set_checksum(mset), mset.resolve(to))
+
+
 def set_checksum(mset: MigrationSet) -> str:
     text = "\n".join(f"{r.id}:{r.checksum}" for r in mset.revisions)
     return hashlib.sha256(f"{mset.format}\n{text}".encode()).hexdigest()
@@ -60,10 +65,8 @@ def join(ctl: control.Control, fleet: Fleet, to: str | None, run: str | None) ->
     """The run this runner works: `run` = an id to join, "new" to start another, None the
     newest unfinished run of this identity (else a new one). (run id, whether it is new)."""
     mset = fleet.mset
-    target = mset.resolve(to)
-    ident = control.identity(fleet.file, target)
-    head = mset.head.id if mset.head else None
-    the_set = control.RunSet(mset.format, head, set_checksum(mset), target)
+    the_set = run_set(mset, to)
+    ident = control.identity(fleet.file, the_set)
     alone = apply.database_alone(mset)
     exclusive = {t.name: t.schema is not None and alone for t in fleet.targets}
     if run is not None and run != "new":
@@ -79,7 +82,10 @@ def join(ctl: control.Control, fleet: Fleet, to: str | None, run: str | None) ->
             _same_set(found[1], the_set, found[0])
             ctl.retry_failed(found[0])
             return found[0], False
-    return ctl.create(ident, the_set, fleet.file.waves, fleet.members, exclusive), True
+    members, waves = fleet.members, fleet.file.waves
+    made, theirs = ctl.create(ident, the_set, waves, members, exclusive, new=run == "new")
+    _same_set(theirs, the_set, made)  # a run another runner made at the same moment
+    return made, True
 
 
 def _same_set(theirs: control.RunSet, mine: control.RunSet, run: int) -> None:

@@ -35,16 +35,29 @@ Objects = dict[tuple[str, str], str]
 
 
 def normalise(objects: Sequence[tuple[str, str, str]], schema: str | None) -> Objects:
-    """{(kind, name): definition}, the target's own schema replaced by the placeholder."""
+    """{(kind, name): definition}, the target's own schema replaced by the placeholder: in
+    a name, its first part only (a table may bear the schema's name); in a definition,
+    wherever the schema qualifies a name. A function's definition is kept as a digest,
+    taken after the replacement (its text names the schema)."""
     if schema is None:
-        return {(k, n): d for k, n, d in objects}
+        return {(k, n): _short(k, d) for k, n, d in objects}
     quoted = '"' + schema.replace('"', '""') + '"'
+    own = {quoted, schema}
     pattern = re.compile(
-        "(?:" + re.escape(quoted) + r"|(?<![\w\"$])" + re.escape(schema) + r")(?=\.)"
+        "(?:" + re.escape(quoted) + r"|(?<![\w\"$.])" + re.escape(schema) + r")(?=\.)"
     )
-    return {
-        (k, pattern.sub(PLACEHOLDER, n)): pattern.sub(PLACEHOLDER, d or "") for k, n, d in objects
-    }
+    found = {}
+    for kind, name, definition in objects:
+        first, dot, rest = name.partition(".")
+        key = f"{PLACEHOLDER}{dot}{rest}" if first in own else name
+        found[(kind, key)] = _short(kind, pattern.sub(PLACEHOLDER, definition or ""))
+    return found
+
+
+def _short(kind: str, definition: str) -> str:
+    if kind == "function":
+        return hashlib.md5(definition.encode()).hexdigest()  # a digest of the text, no secret
+    return definition
 
 
 def fingerprint(objects: Objects) -> str:

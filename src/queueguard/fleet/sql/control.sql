@@ -20,7 +20,10 @@ CREATE TABLE IF NOT EXISTS queueguard_fleet.runs (
     created_at timestamptz NOT NULL DEFAULT now(),
     finished_at timestamptz,
     -- why the run claims nothing more (a wave's failure), NULL while it goes on
-    stopped text
+    stopped text,
+    -- a runner of the run was alive until then (each heartbeat moves it on): a runner
+    -- joining a run nobody works retries its failed targets, one joining a live run does not
+    active_until timestamptz
 );
 CREATE TABLE IF NOT EXISTS queueguard_fleet.waves (
     run_id bigint NOT NULL REFERENCES queueguard_fleet.runs ON DELETE CASCADE,
@@ -60,6 +63,7 @@ CREATE TABLE IF NOT EXISTS queueguard_fleet.targets (
     error text,
     PRIMARY KEY (run_id, name)
 );
+ALTER TABLE queueguard_fleet.runs ADD COLUMN IF NOT EXISTS active_until timestamptz;
 
 -- name: open_run
 -- The newest unfinished run of this identity.
@@ -143,8 +147,17 @@ RETURNING fence;
 -- name: renew
 -- The lease extended, only under the fence it was claimed with.
 UPDATE queueguard_fleet.targets SET lease_expires = now() + make_interval(secs => %(ttl)s)
-WHERE run_id = %(run)s AND name = %(name)s AND fence = %(fence)s AND state = 'running'
-  AND lease_expires > now();
+WHERE run_id = %(run)s AND name = %(name)s AND fence = %(fence)s AND state = 'running';
+
+-- name: alive
+-- A runner of the run is alive; the run's stop, if any, for the targets it has in flight.
+UPDATE queueguard_fleet.runs SET active_until = now() + make_interval(secs => %(ttl)s)
+WHERE id = %(run)s
+RETURNING stopped;
+
+-- name: recorded
+-- Whether a record whose answer was lost (the connection dropped) was made.
+SELECT state, fence FROM queueguard_fleet.targets WHERE run_id = %(run)s AND name = %(name)s;
 
 -- name: record
 -- A claimed target's end (done, failed, pending again): nothing changes under a stale fence.
@@ -179,12 +192,24 @@ UPDATE queueguard_fleet.targets SET state = 'skipped', error = %(reason)s, finis
 WHERE run_id = %(run)s AND state = 'pending';
 
 -- name: retry_failed
--- A rerun of an unfinished run that no runner holds: its failed targets are tried again.
+-- A rerun of an unfinished, unstopped run that no runner works (none alive within its
+-- lease time): its failed targets are tried again. Run under the run's lock.
 UPDATE queueguard_fleet.targets SET state = 'pending'
 WHERE run_id = %(run)s AND state = 'failed'
-  AND NOT EXISTS (SELECT FROM queueguard_fleet.targets o WHERE o.run_id = %(run)s
-                  AND o.state = 'running' AND o.lease_expires > now())
-  AND (SELECT stopped FROM queueguard_fleet.runs WHERE id = %(run)s) IS NULL;
+  AND (SELECT stopped IS NULL AND finished_at IS NULL
+              AND (active_until IS NULL OR active_until < now())
+       FROM queueguard_fleet.runs WHERE id = %(run)s);
+
+-- name: skip_stopped
+-- In a stopped run, what will not be claimed again: pending targets (a target in flight
+-- that stopped after its revision, once its runner recorded it) and running ones whose
+-- lease expired (their runner was lost), skipped with the reason.
+UPDATE queueguard_fleet.targets t
+SET state = 'skipped', finished_at = now(), runner = NULL, lease_expires = NULL,
+    error = coalesce(t.error || '; ', '') || r.stopped
+FROM queueguard_fleet.runs r
+WHERE r.id = %(run)s AND t.run_id = r.id AND r.stopped IS NOT NULL
+  AND (t.state = 'pending' OR (t.state = 'running' AND t.lease_expires <= now()));
 
 -- name: finish
 -- The run ends once no target is pending or running.

@@ -94,7 +94,7 @@ WHERE n.nspname = ANY(%(schemas)s) AND NOT c.relname = ANY(%(skip)s)
 UNION ALL
 SELECT 'function', format('%%I.%%I(%%s)', n.nspname, p.proname,
                           pg_get_function_identity_arguments(p.oid)),
-       md5(pg_get_functiondef(p.oid))
+       pg_get_functiondef(p.oid)
 FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
 WHERE n.nspname = ANY(%(schemas)s) AND p.prokind IN ('f', 'p')
   AND NOT EXISTS (SELECT FROM pg_depend d WHERE d.objid = p.oid AND d.deptype = 'e')
