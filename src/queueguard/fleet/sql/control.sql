@@ -121,20 +121,26 @@ GROUP BY t.wave, w.parallel;
 -- name: candidate
 -- The next target of the wave: pending, or running on a lease that expired; the longest
 -- predicted first; not on a server at its cap, nor in a database another claim holds
--- alone.
-SELECT t.name, t.state = 'running' FROM queueguard_fleet.targets t
+-- alone. The live claims are few (at most the wave's cap): they are read once, not once
+-- per candidate (a fleet of 1,000 schemas made that quadratic).
+WITH live AS (
+    SELECT server, database, exclusive FROM queueguard_fleet.targets
+    WHERE run_id = %(run)s AND state = 'running' AND lease_expires > now()
+), per_server AS (
+    SELECT server, count(*) AS claims FROM live GROUP BY server
+)
+SELECT t.name, t.state = 'running'
+FROM queueguard_fleet.targets t
+LEFT JOIN per_server s ON s.server = t.server
 WHERE t.run_id = %(run)s AND t.wave = %(wave)s
   AND (t.state = 'pending' OR (t.state = 'running' AND t.lease_expires <= now()))
-  AND (SELECT count(*) FROM queueguard_fleet.targets o
-       WHERE o.run_id = t.run_id AND o.server = t.server AND o.state = 'running'
-         AND o.lease_expires > now()) < coalesce((%(caps)s::jsonb ->> t.server)::int, 2147483647)
-  AND NOT EXISTS (SELECT FROM queueguard_fleet.targets o
-       WHERE o.run_id = t.run_id AND o.server = t.server AND o.database = t.database
-         AND o.name <> t.name AND o.state = 'running' AND o.lease_expires > now()
-         AND (o.exclusive OR t.exclusive))
+  AND coalesce(s.claims, 0) < coalesce((%(caps)s::jsonb ->> t.server)::int, 2147483647)
+  AND NOT EXISTS (SELECT FROM live o
+                  WHERE o.server = t.server AND o.database = t.database
+                    AND (o.exclusive OR t.exclusive))
 ORDER BY t.predicted_ms DESC NULLS LAST, t.position
 LIMIT 1
-FOR UPDATE SKIP LOCKED;
+FOR UPDATE OF t SKIP LOCKED;
 
 -- name: claim
 UPDATE queueguard_fleet.targets
