@@ -37,6 +37,7 @@ import psycopg
 
 from bench.common.commands import QUEUEGUARD, ROOT, shown
 from bench.common.doc_sections import replace_section
+from bench.foreign import alembic_set
 from queueguard.pg import scratch
 from queueguard.pg.dsn import params, with_params
 
@@ -185,13 +186,63 @@ def fleet(
     return time.perf_counter() - began, codes
 
 
-def targets_toml(folder: Path, body: str, parallel: int) -> Path:
+def targets_toml(folder: Path, body: str, parallel: int, migrations: str = "set") -> Path:
     path = folder / "fleet.toml"
-    path.write_text(f'migrations = "set"\n{body}[[waves]]\nname = "all"\nparallel = {parallel}\n')
+    path.write_text(
+        f'migrations = "{migrations}"\n{body}[[waves]]\nname = "all"\nparallel = {parallel}\n'
+    )
     return path
 
 
-def run(databases: int, schemas: int, parallel: int) -> dict[str, object]:
+def alembic_loop(project: Path, dsns: list[str]) -> float:
+    """What a user writes today for an Alembic set: `alembic upgrade head` once per target,
+    the project's alembic.ini pointed at each in turn."""
+    from queueguard.sets.alembic_config import ini_value
+    from queueguard.sets.alembic_dsn import sqlalchemy_url
+
+    alembic = str(Path(QUEUEGUARD).with_name("alembic"))
+    began = time.perf_counter()
+    for dsn in dsns:
+        alembic_set.set_url(project, ini_value(sqlalchemy_url(dsn)).replace("%%", "%"))
+        subprocess.run([alembic, "upgrade", "head"], cwd=project, check=True,
+                       capture_output=True)  # fmt: skip
+    return time.perf_counter() - began
+
+
+def run_alembic(admin: str, n: int, revisions: int, root: Path, control: str) -> dict[str, float]:
+    """An Alembic project whose env.py imports its application, on n databases: the loop
+    and `fleet upgrade` with every revision pending, then both again at head."""
+    project = root / "alembic"
+    project.mkdir()
+    alembic_set.write(project, revisions, url="postgresql+psycopg://placeholder/none")
+    found: dict[str, float] = {}
+    for case in ("loop", "fleet"):
+        tag = f"a{case[0]}{os.getpid() % 1000}"
+        drop(admin, tag)
+        log(f"alembic: building {n} databases for {case}")
+        with psycopg.connect(admin, autocommit=True) as conn:
+            names = [f"qgbf{tag}_{i:04d}" for i in range(n)]
+            for name in names:
+                conn.execute(f'CREATE DATABASE "{name}"')
+        dsns = [with_params(admin, dbname=x) for x in names]
+        if case == "loop":
+            found["alembic_loop_s"] = round(alembic_loop(project, dsns), 2)
+            found["alembic_loop_at_head_s"] = round(alembic_loop(project, dsns), 2)
+        else:
+            body = f"[[discover]]\ndsn = \"{admin}\"\ndatabases = 'qgbf{tag}\\_%'\n"
+            path = targets_toml(root, body, 8, migrations="alembic")
+            took, _ = fleet(path, control)
+            found["alembic_fleet_s"] = round(took, 2)
+            took, _ = fleet(path, control)
+            found["alembic_fleet_at_head_s"] = round(took, 2)
+        log(f"alembic: {case}: {found}")
+        drop(admin, tag)
+    return found
+
+
+def run(
+    databases: int, schemas: int, parallel: int, alembic_databases: int, alembic_revisions: int
+) -> dict[str, object]:
     admin = scratch.server_dsn()
     host = params(admin)
     log(f"server {host.get('host')}:{host.get('port')}")
@@ -233,6 +284,9 @@ def run(databases: int, schemas: int, parallel: int) -> dict[str, object]:
                         log(f"{kind}: fleet upgrade at head {took:.1f} s (exit {codes})")
                         results[f"{kind}_at_head_s"] = round(took, 2)
                     drop(admin, tag)
+            results.update(
+                run_alembic(admin, alembic_databases, alembic_revisions, root, ctl.create())
+            )
             for n in (1, 2, 3):
                 tag = f"r{n}{os.getpid() % 1000}"
                 drop(admin, tag)
@@ -250,11 +304,14 @@ def run(databases: int, schemas: int, parallel: int) -> dict[str, object]:
     return results
 
 
-def section(r: dict[str, object], databases: int, schemas: int, parallel: int, load: str) -> str:
+def section(r: dict[str, object], args: argparse.Namespace, load: str) -> str:
+    databases, schemas, parallel = args.databases, args.schemas, args.parallel
+
     def ratio(a: str, b: str) -> str:
         return f"{float(r[a]) / float(r[b]):.2f}×"  # type: ignore[arg-type]
 
-    command = shown("bench.fleet", "--databases", str(databases), "--schemas", str(schemas))
+    command = shown("bench.fleet", "--databases", str(databases), "--schemas", str(schemas),
+                    "--alembic-databases", str(args.alembic_databases))  # fmt: skip
     table = "\n".join(
         [
             "| fleet | psql loop (floor) | `fleet upgrade` | vs the loop | again, all at head |",
@@ -281,6 +338,16 @@ database). Each case builds its fleet anew. Load average during the run: {load}.
 
 {table}
 
+An Alembic project whose env.py imports its application (`bench/foreign/alembic_set.py`:
+ORM models and about a second of library imports) with {args.alembic_revisions} revisions,
+on {args.alembic_databases} databases: the loop a user writes today, `alembic upgrade head`
+once per database, {r["alembic_loop_s"]} s with every revision pending and
+{r["alembic_loop_at_head_s"]} s with every database at head; `fleet upgrade` (Alembic targets
+one at a time in a runner: Alembic's `context` is one per process) {r["alembic_fleet_s"]} s
+({ratio("alembic_loop_s", "alembic_fleet_s")} faster) and {r["alembic_fleet_at_head_s"]} s
+({ratio("alembic_loop_at_head_s", "alembic_fleet_at_head_s")} faster: each database's ledger
+read directly, no process per target).
+
 Runners sharing one control database, {databases} databases with the same pending work, one
 wave of `parallel = {parallel}`: 1 runner {r["runners_1_s"]} s, 2 runners {r["runners_2_s"]} s
 ({ratio("runners_1_s", "runners_2_s")}), 3 runners {r["runners_3_s"]} s
@@ -294,15 +361,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--databases", type=int, default=200)
     parser.add_argument("--schemas", type=int, default=1000)
     parser.add_argument("--parallel", type=int, default=8)
+    parser.add_argument("--alembic-databases", type=int, default=50)
+    parser.add_argument("--alembic-revisions", type=int, default=8)
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--no-docs", action="store_true")
     args = parser.parse_args(argv)
     before = os.getloadavg()[0]
-    results = run(args.databases, args.schemas, args.parallel)
+    results = run(
+        args.databases, args.schemas, args.parallel, args.alembic_databases, args.alembic_revisions
+    )
     load = f"{before:.1f} at the start, {os.getloadavg()[0]:.1f} at the end (1 min)"
     if args.json:
         print(json.dumps(results, indent=2))
-    text = section(results, args.databases, args.schemas, args.parallel, load)
+    text = section(results, args, load)
     print(text)
     if not args.no_docs:
         replace_section(DOCS, text)
