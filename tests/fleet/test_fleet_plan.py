@@ -24,20 +24,22 @@ LEDGER = (
 ROWS = {"small": 200, "middle": 5_000, "large": 60_000}
 
 
+def _at_0001(fleet: Fleet, dsn: str, rows: int) -> None:
+    """0001 applied (its ledger row too) and `rows` rows in its table."""
+    checksum = hashlib.sha256(REWRITE["0001_items.sql"].encode()).hexdigest()
+    fleet.sql(dsn, REWRITE["0001_items.sql"] + LEDGER)
+    fleet.sql(dsn, "INSERT INTO queueguard_sqldir_ledger (revision, checksum) "
+              f"VALUES ('0001', '{checksum}')")  # fmt: skip
+    fleet.sql(dsn, f"INSERT INTO items SELECT g, 'n' || g FROM generate_series(1, {rows}) g;"
+              "ANALYZE items")  # fmt: skip
+
+
 def test_each_target_is_priced_at_its_own_size_from_one_trace(
     fleet: Fleet, capsys: pytest.CaptureFixture[str]
 ) -> None:
     fleet.write_set(REWRITE)
     for name, rows in ROWS.items():
-        dsn = fleet.database(name)
-        fleet.sql(dsn, REWRITE["0001_items.sql"])
-        fleet.sql(dsn, f"INSERT INTO items SELECT g, 'n' || g FROM generate_series(1, {rows}) g;"
-                  "ANALYZE items")  # fmt: skip
-        fleet.sql(dsn, LEDGER)
-    checksum = hashlib.sha256(REWRITE["0001_items.sql"].encode()).hexdigest()
-    for name in ROWS:
-        fleet.sql(fleet.dsn(name), "INSERT INTO queueguard_sqldir_ledger (revision, checksum) "
-                  f"VALUES ('0001', '{checksum}')")  # fmt: skip
+        _at_0001(fleet, fleet.database(name), rows)
     shared = fleet.schemas("shared", ["tenant_a"])
     path = fleet.targets_file(
         fleet.discover_databases(like="%l%")  # middle, large and shared
@@ -73,3 +75,29 @@ def test_each_target_is_priced_at_its_own_size_from_one_trace(
     assert "large" in doc["refusedWithoutOnline"]
     over = {t["name"]: t["over"] for t in doc["targets"]}["large"]
     assert over and over[0]["sql"].startswith("ALTER TABLE items ALTER COLUMN note")
+
+
+def test_upgrade_with_max_lock_prices_first_and_refuses_a_target_over_the_budget(
+    fleet: Fleet, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """fleet upgrade --max-lock: fleet plan's predicted time is stored for every target; a
+    target with a statement over the budget fails at its claim with nothing run."""
+    fleet.write_set(REWRITE)
+    for name, rows in (("small", 100), ("large", 60_000)):
+        _at_0001(fleet, fleet.database(name), rows)
+    path = fleet.targets_file(
+        fleet.discover_databases() + '[[waves]]\nname = "all"\non_error = "isolate"\n'
+    )
+    code, _, err = fleet.cli(capsys, "upgrade", "--targets", str(path), "--max-lock", "1ms")
+    assert code == 1
+    board = fleet.board()
+    for name in ("small", "large"):
+        state, _, _, error = board[f"{fleet.prefix}_{name}"]
+        assert state == "failed" and "over --max-lock 1 ms" in error, error
+        assert ledger(fleet.dsn(name)) == ["0001"]  # nothing was run
+    predicted = fleet.sql(fleet.control, "SELECT name, predicted_ms FROM queueguard_fleet.targets "
+                          "WHERE run_id = (SELECT max(id) FROM queueguard_fleet.runs)")  # fmt: skip
+    assert all(ms is not None and ms >= 0 for _, ms in predicted)
+    code, _, err = fleet.cli(capsys, "upgrade", "--targets", str(path), "--max-lock", "10m")
+    assert code == 0, err
+    assert ledger(fleet.dsn("large")) == ["0001", "0002"]

@@ -53,6 +53,8 @@ def _upgrade(args: argparse.Namespace) -> int:
         limits=limits,
         claim_ttl_s=_seconds(args.claim_ttl, "--claim-ttl"),
         stop_grace_s=_seconds(args.stop_grace, "--stop-grace"),
+        max_lock_ms=parse_duration_ms(args.max_lock) if args.max_lock else None,
+        scratch_admin=args.scratch_dsn,
     )
     ctl = control.open_control(control.resolve_dsn(args.control))
     try:

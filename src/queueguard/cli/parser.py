@@ -405,6 +405,16 @@ def _add_fleet(sub: Any) -> None:
     q.add_argument("--lock-timeout", help="first lock_timeout of the ladder (default 5s)")
     q.add_argument("--statement-timeout", help="statement_timeout (default 60m)")
     q.add_argument("--retries", type=int, help="lock-timeout retries per revision (default 3)")
+    q.add_argument(
+        "--max-lock",
+        help="the lock budget: fleet plan prices every target first; "
+        "a target with a statement over it fails at its claim, nothing run",
+    )
+    q.add_argument(
+        "--scratch-dsn",
+        metavar="ADMIN_DSN",
+        help="the server for the plan's scratch copies (default: the target's)",
+    )
     q.add_argument("--events", metavar="FILE", help="append each state change as a JSON line")
     q.add_argument("--metrics", metavar="FILE",
                    help="the run's figures in the Prometheus text format")  # fmt: skip

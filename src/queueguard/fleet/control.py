@@ -58,6 +58,8 @@ class Claim:
     fence: int
     #: the lease was another runner's and expired (it may have finished or stopped mid-way)
     takeover: bool
+    #: why the target fails at once (fleet plan: a statement over --max-lock), if it does
+    refusal: str | None = None
 
 
 def runner_id() -> str:
@@ -230,9 +232,22 @@ class Control:
                 Q["claim"], {"run": run, "name": found[0], "runner": runner, "ttl": ttl_s}
             ).fetchone()
             assert fence is not None
-            return Claim(found[0], int(fence[0]), bool(found[1]))
+            return Claim(found[0], int(fence[0]), bool(found[1]), fence[1])
 
         return self._retried(work)
+
+    def predict(self, run: int, figures: Mapping[str, tuple[float | None, str | None]]) -> None:
+        """{name: (predicted ms, refusal)} from fleet plan, for a run's targets."""
+
+        def work(conn: psycopg.Connection[Any]) -> None:
+            with conn.cursor() as cur:
+                cur.executemany(
+                    Q["predict"],
+                    [{"run": run, "name": name, "predicted_ms": None if ms is None else int(ms),
+                      "refusal": refusal} for name, (ms, refusal) in figures.items()],
+                )  # fmt: skip
+
+        self._retried(work)
 
     def renew(self, run: int, claim: Claim, ttl_s: float) -> bool:
         params = {"run": run, "name": claim.name, "fence": claim.fence, "ttl": ttl_s}

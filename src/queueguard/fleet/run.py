@@ -45,6 +45,9 @@ class Options:
     claim_ttl_s: float = 30.0
     stop_grace_s: float = 20.0
     poll_s: float = 0.25
+    #: the lock budget fleet plan checks every target against before the run (None: none)
+    max_lock_ms: float | None = None
+    scratch_admin: str | None = None
 
 
 @dataclass
@@ -236,7 +239,7 @@ class Runner:
         if target is None:
             self._failed(control, claim, "not in this runner's targets file", began)
             return
-        refused = apply.refusal(self.mset, target)
+        refused = apply.refusal(self.mset, target) or claim.refusal
         if refused:
             self._failed(control, claim, refused, began)
             return

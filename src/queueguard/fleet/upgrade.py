@@ -88,6 +88,31 @@ def join(ctl: control.Control, fleet: Fleet, to: str | None, run: str | None) ->
     return made, True
 
 
+def budget(fleet: Fleet, options: Options) -> dict[str, tuple[float | None, str | None]]:
+    """fleet plan's figures for each target: its predicted time, and the refusal its claim
+    meets — a statement over --max-lock (as `upgrade --max-lock` refuses one database), or
+    no bill at all (a target that could not be priced cannot be held to the budget)."""
+    from queueguard.fleet import plan
+
+    limit = options.max_lock_ms
+    assert limit is not None
+    doc = plan.plan(fleet, options.to, limit, options.scratch_admin)
+    figures: dict[str, tuple[float | None, str | None]] = {}
+    for t in doc["targets"]:
+        refusal = None
+        if t["error"]:
+            refusal = f"not priced, so not held to --max-lock: {t['error']}"
+        elif t["over"]:
+            first = t["over"][0]
+            refusal = (
+                f"{len(t['over'])} statement(s) hold a blocking lock over --max-lock "
+                f"{limit:.0f} ms at this target's size (first: revision {first['revision']}, "
+                f"{first['heldMs']:.0f} ms: {first['sql'][:80]}); nothing was run"
+            )
+        figures[t["name"]] = (t.get("estimateMs"), refusal)
+    return figures
+
+
 def _same_set(theirs: control.RunSet, mine: control.RunSet, run: int) -> None:
     if theirs != mine:
         raise UsageError(
@@ -110,7 +135,9 @@ def upgrade(
 ) -> tuple[int, list[tuple[Any, ...]], list[str], int]:
     """This runner's part of the run: (run id, the board at its end, targets not in the
     run, exit code). `live`: the board redrawn on the terminal (stderr) as it goes."""
-    run_id, _ = join(ctl, fleet, options.to, run)
+    run_id, new = join(ctl, fleet, options.to, run)
+    if new and options.max_lock_ms is not None:
+        ctl.predict(run_id, budget(fleet, options))
     extra = ctl.not_in_run(run_id, fleet.targets)
     runner_id = control.runner_id()
     reader = ctl.twin()

@@ -61,9 +61,12 @@ CREATE TABLE IF NOT EXISTS queueguard_fleet.targets (
     elapsed_ms bigint,
     lock_waits int NOT NULL DEFAULT 0,
     error text,
+    -- why a claim of it fails at once (fleet plan found a statement over --max-lock)
+    refusal text,
     PRIMARY KEY (run_id, name)
 );
 ALTER TABLE queueguard_fleet.runs ADD COLUMN IF NOT EXISTS active_until timestamptz;
+ALTER TABLE queueguard_fleet.targets ADD COLUMN IF NOT EXISTS refusal text;
 
 -- name: open_run
 -- The newest unfinished run of this identity.
@@ -142,13 +145,19 @@ ORDER BY t.predicted_ms DESC NULLS LAST, t.position
 LIMIT 1
 FOR UPDATE OF t SKIP LOCKED;
 
+-- name: predict
+-- fleet plan's figures for a target of a new run: its predicted time, and the refusal its
+-- claim meets when a statement is over --max-lock and the run is not online.
+UPDATE queueguard_fleet.targets SET predicted_ms = %(predicted_ms)s, refusal = %(refusal)s
+WHERE run_id = %(run)s AND name = %(name)s;
+
 -- name: claim
 UPDATE queueguard_fleet.targets
 SET state = 'running', fence = fence + 1, runner = %(runner)s, attempts = attempts + 1,
     lease_expires = now() + make_interval(secs => %(ttl)s), started_at = now(),
     finished_at = NULL, error = NULL
 WHERE run_id = %(run)s AND name = %(name)s
-RETURNING fence;
+RETURNING fence, refusal;
 
 -- name: renew
 -- The lease extended, only under the fence it was claimed with.
