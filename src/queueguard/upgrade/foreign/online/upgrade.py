@@ -223,32 +223,38 @@ def as_resumed(mset: MigrationSet, dsn: str) -> MigrationSet:
     return alembic_sql.resumed(mset, sorted(found))
 
 
-def upgrade_online(
+@dataclass
+class Prepared:
+    """What the target's sample decided and proved: the set as it will run (an Alembic
+    revision as its rendered SQL where a statement of it goes online), the forms, the
+    decisions, the statements run plain by --force."""
+
+    mset: MigrationSet
+    online: OnlinePlan
+    decisions: list[Decision] = field(default_factory=list)
+    forced: list[Decision] = field(default_factory=list)
+    proved: bool = False
+
+
+def prepare(
     mset: MigrationSet,
     dsn: str,
     *,
     to: str | None = None,
-    limits: Limits | None = None,
     budget_ms: float = DEFAULT_BUDGET_MS,
     force: bool = False,
     options: Mapping[str, Any] | None = None,
     scratch_admin: str | None = None,
     sample_rows: int = sample.DEFAULT_ROWS,
+    start: Mapping[str, int] | None = None,
+    plain_set: MigrationSet | None = None,
     tell: Callable[[str], None] = lambda _: None,
-) -> OnlineUpgrade:
-    limits = limits or ONLINE_LIMITS
-    result = OnlineUpgrade()
-    plain_set = mset
-    mset = as_resumed(mset, dsn)
-    orphans.settle(dsn, tell)
-    finished = runner.finish_in_flight(mset, dsn, limits, options or {})
-    if finished:
-        tell(f"finished statement {finished} that a previous run left in flight")
-    start = _start(mset, dsn)
-    if not mset.pending(planner.current_revision(mset, dsn), to):
-        result.report = runner.upgrade(mset, dsn, to=to, limits=limits)
-        return result
+) -> Prepared:
+    """Steps 2 and 3 on a sample of the target at `dsn` (only read): the statements over
+    the budget, their forms, and the proof (`fleet upgrade --online` prepares once per
+    group of targets at one revision and catalog, on the group's largest)."""
     admin = scratch_admin or scratch.database_dsn(dsn, "postgres")
+    start = start or {}
     with ScratchDatabases(admin, prefix="qgonline") as databases:
         # one sample of the target for plan and for both sides of the proof
         tell("sample: the target's schema and a sample of its rows on a scratch copy")
@@ -269,14 +275,13 @@ def upgrade_online(
             )  # fmt: skip
 
         mset, decisions = decide_set(mset, dsn, bill, budget_ms, start, replan)
-        result.decisions = decisions
         refused = [d for d in decisions if d.forms is None]
         if refused and not force:
             raise NoOnlineForm(_refused(refused, budget_ms))
-        result.forced = refused
         online = OnlinePlan(
             {(d.revision, d.index): d.forms for d in decisions if d.forms}, options or {}
         )
+        prepared = Prepared(mset, online, decisions, refused)
         if online.forms:
             tell(f"proof: {len(online.forms)} statement(s) online and plain on two clones")
             differences = prove(
@@ -288,8 +293,56 @@ def upgrade_online(
                     "the online forms do not end where the plain statements end; nothing ran "
                     "on the target:\n" + "\n".join(f"  {d}" for d in differences[:20])
                 )
-            result.proved = True
-    result.report = runner.upgrade(mset, dsn, to=to, limits=limits, online=online)
+            prepared.proved = True
+    return prepared
+
+
+def settle(
+    mset: MigrationSet,
+    dsn: str,
+    limits: Limits,
+    options: Mapping[str, Any] | None,
+    tell: Callable[[str], None],
+) -> tuple[MigrationSet, dict[str, int]]:
+    """Step 1: a killed run's leftovers settled and its statement in flight finished; the
+    set as a rerun must run it, and the statements a killed run left part applied."""
+    mset = as_resumed(mset, dsn)
+    orphans.settle(dsn, tell)
+    finished = runner.finish_in_flight(mset, dsn, limits, options or {})
+    if finished:
+        tell(f"finished statement {finished} that a previous run left in flight")
+    return mset, _start(mset, dsn)
+
+
+def upgrade_online(
+    mset: MigrationSet,
+    dsn: str,
+    *,
+    to: str | None = None,
+    limits: Limits | None = None,
+    budget_ms: float = DEFAULT_BUDGET_MS,
+    force: bool = False,
+    options: Mapping[str, Any] | None = None,
+    scratch_admin: str | None = None,
+    sample_rows: int = sample.DEFAULT_ROWS,
+    tell: Callable[[str], None] = lambda _: None,
+) -> OnlineUpgrade:
+    limits = limits or ONLINE_LIMITS
+    result = OnlineUpgrade()
+    plain_set = mset
+    mset, start = settle(mset, dsn, limits, options, tell)
+    if not mset.pending(planner.current_revision(mset, dsn), to):
+        result.report = runner.upgrade(mset, dsn, to=to, limits=limits)
+        return result
+    prepared = prepare(
+        mset, dsn, to=to, budget_ms=budget_ms, force=force, options=options,
+        scratch_admin=scratch_admin, sample_rows=sample_rows, start=start,
+        plain_set=plain_set, tell=tell,
+    )  # fmt: skip
+    result.decisions, result.forced, result.proved = (
+        prepared.decisions, prepared.forced, prepared.proved,
+    )  # fmt: skip
+    result.report = runner.upgrade(prepared.mset, dsn, to=to, limits=limits, online=prepared.online)
     return result
 
 
