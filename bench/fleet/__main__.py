@@ -35,9 +35,9 @@ from pathlib import Path
 
 import psycopg
 
+from bench.common import alembic_app
 from bench.common.commands import QUEUEGUARD, ROOT, shown
 from bench.common.doc_sections import replace_section
-from bench.foreign import alembic_set
 from queueguard.pg import scratch
 from queueguard.pg.dsn import params, with_params
 
@@ -203,7 +203,7 @@ def alembic_loop(project: Path, dsns: list[str]) -> float:
     alembic = str(Path(QUEUEGUARD).with_name("alembic"))
     began = time.perf_counter()
     for dsn in dsns:
-        alembic_set.set_url(project, ini_value(sqlalchemy_url(dsn)).replace("%%", "%"))
+        alembic_app.set_url(project, ini_value(sqlalchemy_url(dsn)).replace("%%", "%"))
         subprocess.run([alembic, "upgrade", "head"], cwd=project, check=True,
                        capture_output=True)  # fmt: skip
     return time.perf_counter() - began
@@ -214,7 +214,7 @@ def run_alembic(admin: str, n: int, revisions: int, root: Path, control: str) ->
     and `fleet upgrade` with every revision pending, then both again at head."""
     project = root / "alembic"
     project.mkdir()
-    alembic_set.write(project, revisions, url="postgresql+psycopg://placeholder/none")
+    alembic_app.write(project, revisions, url="postgresql+psycopg://placeholder/none")
     found: dict[str, float] = {}
     for case in ("loop", "fleet"):
         tag = f"a{case[0]}{os.getpid() % 1000}"
@@ -338,7 +338,7 @@ database). Each case builds its fleet anew. Load average during the run: {load}.
 
 {table}
 
-An Alembic project whose env.py imports its application (`bench/foreign/alembic_set.py`:
+An Alembic project whose env.py imports its application (`bench/common/alembic_app.py`:
 ORM models and about a second of library imports) with {args.alembic_revisions} revisions,
 on {args.alembic_databases} databases: the loop a user writes today, `alembic upgrade head`
 once per database, {r["alembic_loop_s"]} s with every revision pending and

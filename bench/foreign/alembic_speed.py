@@ -2,7 +2,7 @@
 `alembic upgrade head`, in one run (docs/benchmarks.md, "Alembic: queueguard next to
 alembic upgrade").
 
-The project (bench/foreign/alembic_set.py) has `--revisions` revisions and an env.py that
+The project (bench/common/alembic_app.py) has `--revisions` revisions and an env.py that
 imports the application (about a second of imports). Each round, in turn and each on a fresh
 empty database of one server: the native `alembic upgrade head` (its CLI, run from the
 project's folder), `queueguard upgrade --migrations DIR`, and `queueguard plan --migrations
@@ -30,9 +30,9 @@ import tempfile
 import time
 from pathlib import Path
 
+from bench.common import alembic_app
 from bench.common.commands import ROOT
 from bench.common.doc_sections import replace_section
-from bench.foreign import alembic_set
 from queueguard.pg import scratch
 from queueguard.pg.scratch import ScratchDatabases
 from queueguard.sets.alembic_config import ini_value
@@ -75,12 +75,12 @@ def run(admin: str, revisions: int, rounds: int) -> tuple[dict[str, list[float]]
         ScratchDatabases(admin, prefix="qgbench") as databases,
     ):
         project = Path(tmp)
-        alembic_set.write(project, revisions, url="postgresql+psycopg://placeholder/none")
+        alembic_app.write(project, revisions, url="postgresql+psycopg://placeholder/none")
         imports = _import_s(project)
         log(f"{revisions} revisions in {project}; importing the application takes {imports:.2f} s")
         for n in range(rounds):
             native, ours, target = databases.create(), databases.create(), databases.create()
-            alembic_set.set_url(project, ini_value(sqlalchemy_url(native)).replace("%%", "%"))
+            alembic_app.set_url(project, ini_value(sqlalchemy_url(native)).replace("%%", "%"))
             queueguard = str(BIN / "queueguard")
             cases = {
                 "native": [str(BIN / "alembic"), "upgrade", "head"],
@@ -128,7 +128,7 @@ def render(times: dict[str, list[float]], revisions: int, imports: float, comman
             f"{load:.1f} at the end).",
             "",
             f"An Alembic project of {revisions} revisions written for the benchmark "
-            "(`bench/foreign/alembic_set.py`): tables with foreign keys and rows, new "
+            "(`bench/common/alembic_app.py`): tables with foreign keys and rows, new "
             "columns, indexes (one in seven built concurrently in `autocommit_block()`), "
             "unique constraints, data migrations, a branch for another dialect; its env.py is "
             "Alembic's generic one importing the application (ORM models and the libraries it "

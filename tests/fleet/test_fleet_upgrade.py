@@ -12,7 +12,8 @@ import pytest
 
 from queueguard.fleet import control
 from queueguard.fleet.control import Control, StaleFence
-from queueguard.fleet.upgrade import join, resolve
+from queueguard.fleet.resolved import resolve
+from queueguard.fleet.upgrade import join
 from tests.fleet.conftest import SET, Fleet, ledger
 
 HEAD = ["0001", "0002", "0003"]

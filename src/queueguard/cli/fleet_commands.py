@@ -33,14 +33,33 @@ def _seconds(text: str, flag: str) -> float:
 
 def _upgrade(args: argparse.Namespace) -> int:
     from queueguard.fleet import board, control, live
+    from queueguard.fleet.resolved import resolve
     from queueguard.fleet.run import Options
-    from queueguard.fleet.upgrade import resolve, upgrade
+    from queueguard.fleet.upgrade import upgrade
     from queueguard.pg.targets import parse_duration_ms
     from queueguard.upgrade.foreign.session import Limits
 
     output = _output(args)
     fleet = resolve(Path(args.targets), args.migrations, args.format, args.parallel)
     default = Limits()
+    online = None
+    if args.online:
+        from queueguard.fleet.online import Online
+        from queueguard.fleet.resolved import refuse_online
+        from queueguard.upgrade.foreign.online.upgrade import DEFAULT_BUDGET_MS, ONLINE_LIMITS
+
+        refuse_online(fleet)
+        default = ONLINE_LIMITS  # its own defaults, as upgrade --online's
+        lag = parse_duration_ms(args.max_lag) / 1000
+        online = Online(
+            fleet.mset, args.to,
+            parse_duration_ms(args.max_lock) if args.max_lock else DEFAULT_BUDGET_MS,
+            force=args.force,
+            options={"batch_size": args.batch_size, "pause_s": parse_duration_ms(args.pause) / 1000,
+                     "max_lag_s": lag or None},
+            scratch_admin=args.scratch_dsn,
+            tell=lambda line: print(f"fleet: {line}", file=sys.stderr),
+        )  # fmt: skip
     limits = Limits(
         lock_timeout_ms=(
             parse_duration_ms(args.lock_timeout) if args.lock_timeout else default.lock_timeout_ms
@@ -55,6 +74,7 @@ def _upgrade(args: argparse.Namespace) -> int:
         stop_grace_s=_seconds(args.stop_grace, "--stop-grace"),
         max_lock_ms=parse_duration_ms(args.max_lock) if args.max_lock else None,
         scratch_admin=args.scratch_dsn,
+        online=online,
     )
     ctl = control.open_control(control.resolve_dsn(args.control))
     try:
@@ -80,7 +100,7 @@ def _upgrade(args: argparse.Namespace) -> int:
 
 def _plan(args: argparse.Namespace) -> int:
     from queueguard.fleet import plan
-    from queueguard.fleet.upgrade import resolve
+    from queueguard.fleet.resolved import resolve
     from queueguard.pg.targets import parse_duration_ms
 
     output = _output(args)
@@ -96,7 +116,7 @@ def _plan(args: argparse.Namespace) -> int:
 
 def _status(args: argparse.Namespace) -> int:
     from queueguard.fleet import board, control
-    from queueguard.fleet.upgrade import resolve
+    from queueguard.fleet.resolved import resolve
 
     output = _output(args)
     fleet = resolve(Path(args.targets), args.migrations, args.format)
@@ -129,7 +149,7 @@ def _status(args: argparse.Namespace) -> int:
 
 def _verify(args: argparse.Namespace) -> int:
     from queueguard.fleet import verify
-    from queueguard.fleet.upgrade import resolve
+    from queueguard.fleet.resolved import resolve
 
     output = _output(args)
     fleet = resolve(Path(args.targets), args.migrations, args.format)

@@ -407,13 +407,30 @@ def _add_fleet(sub: Any) -> None:
     q.add_argument("--retries", type=int, help="lock-timeout retries per revision (default 3)")
     q.add_argument(
         "--max-lock",
-        help="the lock budget: fleet plan prices every target first; "
-        "a target with a statement over it fails at its claim, nothing run",
+        help="the lock budget: fleet plan prices every target first; a target with a "
+        "statement over it fails at its claim, nothing run (with --online: the forms' "
+        "budget, default 1s)",
     )
     q.add_argument(
         "--scratch-dsn",
         metavar="ADMIN_DSN",
         help="the server for the plan's scratch copies (default: the target's)",
+    )
+    q.add_argument(
+        "--online",
+        action="store_true",
+        help="every statement over the budget in an online form, proven once per group of "
+        "targets at one revision and catalog",
+    )
+    q.add_argument(
+        "--force",
+        action="store_true",
+        help="with --online: run a statement over the budget that has no form plain",
+    )
+    q.add_argument("--batch-size", type=int, default=1000, help="--online: rows per batch")
+    q.add_argument("--pause", default="0", help="--online: sleep between batches")
+    q.add_argument(
+        "--max-lag", default="10s", help="--online: pause while a standby lags more (0: ignore)"
     )
     q.add_argument("--events", metavar="FILE", help="append each state change as a JSON line")
     q.add_argument("--metrics", metavar="FILE",

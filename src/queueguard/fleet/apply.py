@@ -16,11 +16,11 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import psycopg
 
@@ -30,6 +30,7 @@ from queueguard.pg.connect import ON_CONNECT, connect, reason
 from queueguard.pg.dsn import params, redact, with_params
 from queueguard.pg.sqlfiles import queries
 from queueguard.sets import MigrationSet
+from queueguard.upgrade.foreign.report import SetUpgradeReport
 from queueguard.upgrade.foreign.session import APPLICATION_NAME, RUNNER_KEY, Limits
 
 Q = queries("queueguard.fleet", "fleet.sql")
@@ -37,6 +38,16 @@ Q = queries("queueguard.fleet", "fleet.sql")
 #: one target at a time in a runner process
 ONE_AT_A_TIME = ("queueguard", "alembic")
 _ALEMBIC = threading.Lock()
+
+
+class Online(Protocol):
+    """`fleet upgrade --online`'s forms for a target (`fleet.online.Online`)."""
+
+    mset: MigrationSet
+
+    def upgrade(
+        self, target: Target, dsn: str, limits: Limits, stop: Callable[[], bool]
+    ) -> SetUpgradeReport: ...
 
 
 class SchemaNotSet(ConnectionFailed):
@@ -152,8 +163,10 @@ def upgrade(
     flight: Flight,
     to: str | None,
     limits: Limits,
+    online: Online | None = None,
 ) -> Outcome:
-    """The target brought to `to` as `queueguard upgrade` brings one database."""
+    """The target brought to `to` as `queueguard upgrade` (with `online`: `upgrade
+    --online`) brings one database."""
     target = flight.target
     dsn = session_dsn(target)
     with _session(flight):
@@ -162,8 +175,21 @@ def upgrade(
                 if flight.stop_between.is_set() or flight.lost.is_set():
                     at = current(mset, target)
                     return Outcome(at, at, [], stopped=True)
+                if online is not None:
+                    return _online(online, dsn, to, limits, flight)
                 return _alembic(mset, migrations, dsn, to, limits, flight)
+        if online is not None:
+            return _online(online, dsn, to, limits, flight)
         return _stepwise(mset, dsn, to, limits, flight)
+
+
+def _online(online: Online, dsn: str, to: str | None, limits: Limits, flight: Flight) -> Outcome:
+    def stop() -> bool:
+        return flight.stop_between.is_set() or flight.lost.is_set()
+
+    report = online.upgrade(flight.target, dsn, limits, stop)
+    stopped = report.after != online.mset.resolve(to) and stop()
+    return Outcome(report.before, report.after, list(report.applied), report.lock_waits, stopped)
 
 
 def _stepwise(

@@ -16,18 +16,16 @@ import heapq
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import psycopg
 
 from queueguard.errors import QueueguardError
 from queueguard.fleet import apply, verify
+from queueguard.fleet.resolved import Fleet
 from queueguard.fleet.targets import Target, Wave
 from queueguard.pg.connect import reason
 from queueguard.upgrade.plan import bill, planner, sample
-
-if TYPE_CHECKING:
-    from queueguard.fleet.upgrade import Fleet
 
 
 @dataclass

@@ -27,6 +27,7 @@ from queueguard.errors import ConnectionFailed, RunnerBusy
 from queueguard.fleet import apply
 from queueguard.fleet.control import Claim, Control, StaleFence
 from queueguard.fleet.events import Events
+from queueguard.fleet.online import Online
 from queueguard.fleet.targets import Target, Wave
 from queueguard.pg.connect import connect
 from queueguard.pg.sqlfiles import queries
@@ -48,6 +49,8 @@ class Options:
     #: the lock budget fleet plan checks every target against before the run (None: none)
     max_lock_ms: float | None = None
     scratch_admin: str | None = None
+    #: `--online`: the over-budget statements in online forms, prepared once per group
+    online: Online | None = None
 
 
 @dataclass
@@ -74,6 +77,10 @@ class Runner:
         self.wave_of = {name: wave for name, wave, _ in manifest}
         self.caps = self._caps([n for n, w, s in manifest if w is not None])
         self.prefilter([n for n, w, s in manifest if s == "pending"])
+        if self.options.online is not None:
+            waiting = [self.targets[n] for n, _, s in self.control.manifest(self.run)
+                       if s in ("pending", "running") and n in self.targets]  # fmt: skip
+            self.options.online.group(waiting)
         done = threading.Event()
         beat = threading.Thread(target=self._beat, args=(done,), daemon=True, name="heartbeat")
         beat.start()
@@ -252,8 +259,9 @@ class Runner:
         self._event(name, "running", claim.fence, None, None, note=how)
         try:
             outcome = apply.upgrade(
-                self.mset, self.migrations, flight, self.options.to, self.options.limits
-            )
+                self.mset, self.migrations, flight, self.options.to, self.options.limits,
+                self.options.online,
+            )  # fmt: skip
         except RunnerBusy as exc:
             self._record(control, claim, "pending", None, apply.failure(exc), began)
         except Exception as exc:  # a target's failure is recorded, not raised

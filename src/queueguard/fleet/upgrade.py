@@ -1,54 +1,20 @@
-"""`fleet upgrade` from the targets file to the run's end: the file read and checked, the
-`[[discover]]` servers asked, the targets put in waves — every refusal before anything is
-claimed — then the run joined (or started, its manifest frozen) in the control database and
-worked by this runner (`fleet.run`)."""
+"""`fleet upgrade` from a resolved targets file (`fleet.resolved`) to the run's end: the
+run joined (or started, its manifest frozen) in the control database, priced first with
+--max-lock, and worked by this runner (`fleet.run`)."""
 
 from __future__ import annotations
 
 import contextlib
 import hashlib
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from queueguard import sets
-from queueguard.errors import FleetFileError, UsageError
-from queueguard.fleet import apply, control, discover, waves
+from queueguard.errors import UsageError
+from queueguard.fleet import apply, control
 from queueguard.fleet.events import Events
+from queueguard.fleet.resolved import Fleet
 from queueguard.fleet.run import Options, Runner, exit_code
-from queueguard.fleet.targets import FleetFile, Target, load
-from queueguard.resources import migrations_dir
 from queueguard.sets import MigrationSet
-
-
-@dataclass
-class Fleet:
-    """A targets file resolved: its set, its targets and the waves they are in."""
-
-    file: FleetFile
-    mset: MigrationSet
-    migrations: Path | None
-    targets: list[Target]
-    members: list[list[Target]]
-
-
-def resolve(path: Path, migrations: str | None, fmt: str | None, parallel: int = 4) -> Fleet:
-    """Everything checked that can be checked before a claim (exit 2 on a refusal)."""
-    if parallel < 1:
-        raise UsageError(f"--parallel takes a number of at least 1, got {parallel}")
-    fleet_file = load(path, parallel)
-    folder = Path(migrations).resolve() if migrations else fleet_file.migrations
-    chosen = fmt or fleet_file.format
-    mset = (
-        sets.load(folder, chosen) if folder else sets.load(migrations_dir(), chosen or "queueguard")
-    )
-    found = discover.resolve(fleet_file)
-    members = waves.assign(found, fleet_file.waves)
-    for t in found:
-        refused = apply.refusal(mset, t)
-        if refused:
-            raise FleetFileError(refused)
-    return Fleet(fleet_file, mset, folder, found, members)
 
 
 def run_set(mset: MigrationSet, to: str | None) -> control.RunSet:
@@ -136,7 +102,7 @@ def upgrade(
     """This runner's part of the run: (run id, the board at its end, targets not in the
     run, exit code). `live`: the board redrawn on the terminal (stderr) as it goes."""
     run_id, new = join(ctl, fleet, options.to, run)
-    if new and options.max_lock_ms is not None:
+    if new and options.max_lock_ms is not None and options.online is None:
         ctl.predict(run_id, budget(fleet, options))
     extra = ctl.not_in_run(run_id, fleet.targets)
     runner_id = control.runner_id()

@@ -12,18 +12,16 @@ import re
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import psycopg
 
 from queueguard.errors import QueueguardError
 from queueguard.fleet import apply
+from queueguard.fleet.resolved import Fleet
 from queueguard.fleet.targets import Target
 from queueguard.pg.connect import connect, reason
 from queueguard.pg.sqlfiles import queries
-
-if TYPE_CHECKING:
-    from queueguard.fleet.upgrade import Fleet
 
 Q = queries("queueguard.fleet", "fleet.sql")
 PLACEHOLDER = "{schema}"
