@@ -36,6 +36,9 @@ INSERT INTO child SELECT g, 1 + g % 2000, g % 7, 'c' FROM generate_series(1, 500
 ALTER TABLE parent ADD CONSTRAINT n_present CHECK (n IS NOT NULL);
 CREATE TABLE tag (id int NOT NULL, name text);
 INSERT INTO tag SELECT g, 't' || g FROM generate_series(1, 1000) g;
+CREATE TABLE word (id int PRIMARY KEY, w text);
+CREATE INDEX word_w ON word (w);
+INSERT INTO word SELECT g, md5(g::text) FROM generate_series(1, 3000) g;
 """
 
 #: (file, statement, transactional, {relation: mode}, rewrites, scans): one kind per file
@@ -235,6 +238,25 @@ KINDS: list[tuple[str, str, bool, dict[str, str], list[str], list[str]]] = [
         [],
         ["tag"],
     ),
+    # an index rebuilt while its table keeps its file: the index is the rewrite
+    (
+        "027_reindex.sql",
+        "REINDEX INDEX child_v",
+        True,
+        {"child": SL, "child_v": AEL},
+        ["child_v"],
+        ["child"],
+    ),
+    # an indexed column's collation changed: the table keeps its file, the index is built
+    # again (under a new file and OID: PostgreSQL drops and re-creates it)
+    (
+        "028_indexed_collation.sql",
+        'ALTER TABLE word ALTER COLUMN w TYPE text COLLATE "C"',
+        True,
+        {"word": AEL},
+        [],
+        ["word"],
+    ),
 ]
 
 #: the `safer:` advice each kind gets (plan.safer, from PostgreSQL's parse): none for a
@@ -306,8 +328,24 @@ def test_each_kind_of_ddl_gets_the_right_safer_form_or_none(observed: Plan, name
     assert _last(observed, revision)["safer"] == SAFER.get(revision)
 
 
+@pytest.mark.parametrize(
+    ("revision", "table", "rows"), [("027", "child", 5000), ("028", "word", 3000)]
+)
+def test_an_index_rebuilt_while_its_table_keeps_its_file_is_priced_at_the_targets_size(
+    observed: Plan, revision: str, table: str, rows: int
+) -> None:
+    """REINDEX and a collation change rebuild an index, not its table: the bill prices an
+    index build on that table (a sort) scaled from the sample to the target's rows, not a
+    scan and not a rewrite of the table."""
+    line = _last(observed, revision)
+    assert table not in line["rewrites"]
+    assert line["basis"].startswith(f"indexes {table}: "), line["basis"]
+    assert f"(target {rows} rows" in line["basis"] and "n·log n for the sort" in line["basis"]
+    assert line["estimate_ms"] > 0
+
+
 def test_every_revision_is_planned_in_order_with_a_sample(observed: Plan) -> None:
-    assert observed.current is None and observed.target == "026"
+    assert observed.current is None and observed.target == "028"
     assert [rid for rid, _ in observed.revisions] == [k[0].split("_")[0] for k in KINDS]
     doc = observed.document()
     assert doc["schemaVersion"] == 1 and doc["format"] == "sqldir" and doc["sampleRows"] == 500
