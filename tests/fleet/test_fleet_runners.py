@@ -6,6 +6,7 @@ rerun goes on from where it stopped."""
 from __future__ import annotations
 
 import json
+import shutil
 import signal
 import subprocess
 import time
@@ -19,6 +20,7 @@ from tests.fleet.conftest import SET, Fleet, ledger
 pytestmark = pytest.mark.slow
 
 HEAD = ["0001", "0002", "0003"]
+DATA = Path(__file__).parents[1] / "sets" / "data"
 #: the set with a revision that sleeps as long as the session's qg.sleep says (a runner
 #: started with PGOPTIONS="-c qg.sleep=N" is caught inside it; a rerun without sleeps)
 SLOW = {
@@ -173,3 +175,35 @@ def test_a_stop_lets_the_target_in_flight_end_its_revision_and_the_run_ends(
     assert code == 0, err
     assert ledger(slow) == HEAD and ledger(broken) == HEAD
     assert fleet.sql(fleet.control, "SELECT count(*) FROM queueguard_fleet.runs") == [(2,)]
+
+
+def test_sigterm_cancels_an_alembic_target_in_its_worker_process(
+    fleet: Fleet, tmp_path: Path
+) -> None:
+    """An Alembic set runs in worker processes: SIGTERM's grace over, the worker's statement
+    is cancelled (the revision rolls back), the target is put back to pending, the runner
+    exits 1 and leaves no session of its own on the target."""
+    project = tmp_path / "alembic"
+    shutil.copytree(DATA / "alembic_plain", project, ignore=shutil.ignore_patterns("__pycache__"))
+    (project / "migrations" / "versions" / "4d3f81a25e04_slow.py").write_text(
+        '"""slow"""\n\nfrom alembic import op\n\nrevision = "4d3f81a25e04"\n'
+        'down_revision = "3c2e70914d03"\nbranch_labels = None\ndepends_on = None\n\n\n'
+        'def upgrade() -> None:\n    op.execute("CREATE TABLE slow_marker (id int)")\n'
+        '    op.execute("SELECT pg_sleep(60)")\n'
+    )
+    target = fleet.database("t")
+    path = fleet.targets_file(f'[[targets]]\nname = "t"\ndsn = "{target}"\n')
+    a = fleet.runner("--targets", str(path), "--migrations", str(project), "--stop-grace", "1s")
+    sleeping = "SELECT count(*) FROM pg_stat_activity WHERE query LIKE '%pg_sleep(60)%' " \
+        "AND pid <> pg_backend_pid() AND datname = current_database()"  # fmt: skip
+    _wait_for(lambda: fleet.sql(target, sleeping) == [(1,)], timeout=60)
+    began = time.monotonic()
+    a.send_signal(signal.SIGTERM)
+    code, err = _finish(a, 60)
+    assert code == 1, err
+    assert time.monotonic() - began < 20, err  # not the 60 s statement
+    state, _, _, error = fleet.board()["t"]
+    assert state == "pending" and "SIGTERM" in error, (state, error)
+    assert fleet.sql(target, "SELECT version_num FROM alembic_version") == [("3c2e70914d03",)]
+    assert fleet.sql(target, "SELECT to_regclass('slow_marker')") == [(None,)]  # rolled back
+    _wait_for(lambda: fleet.sql(target, sleeping) == [(0,)], timeout=10)

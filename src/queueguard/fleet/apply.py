@@ -25,6 +25,7 @@ from typing import Any, Protocol
 import psycopg
 
 from queueguard.errors import ConnectionFailed
+from queueguard.fleet.alembic_worker import Worker
 from queueguard.fleet.targets import Target
 from queueguard.pg.connect import ON_CONNECT, connect, reason
 from queueguard.pg.dsn import params, redact, with_params
@@ -35,7 +36,7 @@ from queueguard.upgrade.foreign.session import APPLICATION_NAME, RUNNER_KEY, Lim
 
 Q = queries("queueguard.fleet", "fleet.sql")
 #: Alembic's `context` is one per process: Alembic sets (queueguard's own among them) run
-#: one target at a time in a runner process
+#: in worker processes (`alembic_worker`), or one at a time in the runner (`--online`)
 ONE_AT_A_TIME = ("queueguard", "alembic")
 _ALEMBIC = threading.Lock()
 
@@ -79,8 +80,11 @@ class Flight:
     stop_between: threading.Event = field(default_factory=threading.Event)
     #: the lease is lost: cancel, record nothing more
     lost: threading.Event = field(default_factory=threading.Event)
+    #: its statement is to be cancelled (what an Alembic worker process watches)
+    cancelled: threading.Event = field(default_factory=threading.Event)
 
     def cancel(self) -> None:
+        self.cancelled.set()
         for conn in list(self.connections):
             with contextlib.suppress(Exception):  # a closed connection has nothing to cancel
                 conn.cancel()
@@ -164,12 +168,19 @@ def upgrade(
     to: str | None,
     limits: Limits,
     online: Online | None = None,
+    worker: Worker | None = None,
 ) -> Outcome:
     """The target brought to `to` as `queueguard upgrade` (with `online`: `upgrade
-    --online`) brings one database."""
+    --online`) brings one database; an Alembic set in `worker`, a process of its own."""
     target = flight.target
     dsn = session_dsn(target)
     with _session(flight):
+        if worker is not None and online is None:
+            before = current(mset, target)
+            if flight.stop_between.is_set() or flight.lost.is_set():
+                return Outcome(before, before, [], stopped=True)
+            done = worker.upgrade(dsn, to, limits, flight.cancelled)
+            return Outcome(before, done["after"], done["applied"], done["lock_waits"])
         if mset.format in ONE_AT_A_TIME:
             with _ALEMBIC:
                 if flight.stop_between.is_set() or flight.lost.is_set():

@@ -25,6 +25,7 @@ from typing import Any
 
 from queueguard.errors import ConnectionFailed, RunnerBusy
 from queueguard.fleet import apply
+from queueguard.fleet.alembic_worker import Worker
 from queueguard.fleet.control import Claim, Control, StaleFence
 from queueguard.fleet.events import Events
 from queueguard.fleet.online import Online
@@ -70,6 +71,8 @@ class Runner:
     signalled: str | None = None
     flights: dict[str, tuple[Claim, apply.Flight, float]] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
+    #: each worker thread's Alembic worker process
+    _workers: dict[int, Worker] = field(default_factory=dict)
 
     # --- the run -----------------------------------------------------------------------------
     def go(self) -> None:
@@ -85,8 +88,8 @@ class Runner:
         beat = threading.Thread(target=self._beat, args=(done,), daemon=True, name="heartbeat")
         beat.start()
         n = max(w.parallel for w in self.waves)
-        if self.mset.format in apply.ONE_AT_A_TIME:
-            n = 1  # Alembic's context is one per process: more workers would only wait
+        if self.mset.format in apply.ONE_AT_A_TIME and self.options.online is not None:
+            n = 1  # Alembic's context is one per process: in this one, one at a time
         workers = [
             threading.Thread(target=self._work, daemon=True, name=f"worker-{i}") for i in range(n)
         ]
@@ -224,6 +227,20 @@ class Runner:
         finally:
             if control is not None:
                 control.close()
+            worker = self._workers.pop(threading.get_ident(), None)
+            if worker is not None:
+                worker.close()
+
+    def _worker(self) -> Worker | None:
+        """This thread's Alembic worker process (Alembic sets, not --online), started on its
+        first target and again after a cancelled one ended it."""
+        if self.mset.format not in apply.ONE_AT_A_TIME or self.options.online is not None:
+            return None
+        me = threading.get_ident()
+        worker = self._workers.get(me)
+        if worker is None or not worker.alive:
+            worker = self._workers[me] = Worker(self.mset.root, self.mset.format)
+        return worker
 
     def _turn(self, control: Control) -> bool:
         """One claim worked, or a wait for one; False when the run has nothing left."""
@@ -260,7 +277,7 @@ class Runner:
         try:
             outcome = apply.upgrade(
                 self.mset, self.migrations, flight, self.options.to, self.options.limits,
-                self.options.online,
+                self.options.online, self._worker(),
             )  # fmt: skip
         except RunnerBusy as exc:
             self._record(control, claim, "pending", None, apply.failure(exc), began)
