@@ -89,3 +89,22 @@ def test_temporal_on_schema_targets_keeps_each_schema_its_own_schema_version(
         capsys, "upgrade", "--targets", str(path), "--migrations", str(DATA / "temporal")
     )
     assert code == 0, err
+
+
+def test_an_alembic_set_on_schema_targets_keeps_each_schema_its_tables_and_version_table(
+    fleet: Fleet, capsys: pytest.CaptureFixture[str]
+) -> None:
+    shared = fleet.schemas("shared", ["tenant_a", "tenant_b"])
+    path = fleet.root / "fleet.toml"
+    path.write_text(f"[[discover]]\ndsn = \"{shared}\"\nschemas = 'tenant\\_%'\n")
+    project = str(DATA / "alembic_plain")
+    code, _, err = fleet.cli(capsys, "upgrade", "--targets", str(path), "--migrations", project)
+    assert code == 0, err
+    for schema in ("tenant_a", "tenant_b"):
+        assert fleet.sql(shared, f"SELECT version_num FROM {schema}.alembic_version") == [
+            ("3c2e70914d03",)
+        ]
+        assert fleet.sql(shared, f"SELECT to_regclass('{schema}.ix_item_label')") != [(None,)]
+    assert fleet.sql(shared, "SELECT count(*) FROM pg_tables WHERE schemaname = 'public'") == [(0,)]
+    code, _, err = fleet.cli(capsys, "upgrade", "--targets", str(path), "--migrations", project)
+    assert code == 0, err

@@ -59,8 +59,11 @@ def serve(conn: Connection, root: str, fmt: str) -> None:
 
 
 def _upgrade(
-    mset: Any, root: str, dsn: str, to: str | None, limits: dict[str, Any]
+    mset: Any, root: str, dsn: str, to: str | None, limits: dict[str, Any], key: str
 ) -> dict[str, Any]:
+    from queueguard.upgrade.foreign.session import RUNNER_KEY
+
+    RUNNER_KEY.set(key)  # the target's runner lock (a schema target's own)
     chosen = Limits(**limits)
     if mset.format == "queueguard":
         from queueguard import revisions
@@ -102,10 +105,11 @@ class Worker:
         return self.process.is_alive()
 
     def upgrade(
-        self, dsn: str, to: str | None, limits: Limits, cancel: threading.Event
+        self, dsn: str, to: str | None, limits: Limits, cancel: threading.Event, key: str
     ) -> dict[str, Any]:
-        """The target upgraded in the worker; `cancel` set meanwhile cancels its statement."""
-        self.conn.send({"dsn": dsn, "to": to, "limits": asdict(limits)})
+        """The target upgraded in the worker under the runner lock `key`; `cancel` set
+        meanwhile cancels its statement."""
+        self.conn.send({"dsn": dsn, "to": to, "limits": asdict(limits), "key": key})
         signalled = False
         while not self.conn.poll(POLL_S):
             if not self.process.is_alive():

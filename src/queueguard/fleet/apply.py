@@ -179,7 +179,7 @@ def upgrade(
             before = current(mset, target)
             if flight.stop_between.is_set() or flight.lost.is_set():
                 return Outcome(before, before, [], stopped=True)
-            done = worker.upgrade(dsn, to, limits, flight.cancelled)
+            done = worker.upgrade(dsn, to, limits, flight.cancelled, runner_key(target))
             return Outcome(before, done["after"], done["applied"], done["lock_waits"])
         if mset.format in ONE_AT_A_TIME:
             with _ALEMBIC:
@@ -256,12 +256,6 @@ def refusal(mset: MigrationSet, target: Target) -> str | None:
         return (
             f"{target.name}: queueguard's own set (its runtime, host fence, online phases) "
             "needs a database per tenant, not a schema"
-        )
-    if mset.format == "alembic":
-        return (
-            f"{target.name}: an Alembic set on a schema target is not supported yet "
-            "(its env.py decides where its tables and version table go): use a database "
-            "per tenant"
         )
     return None
 
