@@ -186,6 +186,48 @@ def fleet(
     return time.perf_counter() - began, codes
 
 
+def plan(path: Path) -> dict[str, object]:
+    """`fleet plan --json` of the fleet before its upgrade."""
+    done = subprocess.run(
+        [QUEUEGUARD, "fleet", "plan", "--targets", str(path), "--json"],
+        capture_output=True, text=True, check=False,
+    )  # fmt: skip
+    if done.returncode not in (0, 1):
+        raise SystemExit(f"fleet plan failed: {done.stderr[-2000:]}")
+    loaded: dict[str, object] = json.loads(done.stdout)
+    return loaded
+
+
+def compare(predicted: dict[str, object], control: str, took: float) -> dict[str, object]:
+    """fleet plan's time per target against the time each took in the run (the control
+    database's elapsed_ms), and its whole-run time against the run's."""
+    with psycopg.connect(control) as conn:
+        rows = conn.execute("SELECT name, elapsed_ms FROM queueguard_fleet.targets").fetchall()
+        span = conn.execute(
+            "SELECT extract(epoch FROM max(finished_at) - min(started_at)) "
+            "FROM queueguard_fleet.targets WHERE started_at IS NOT NULL"
+        ).fetchone()
+    actual: dict[str, int] = {str(r[0]): int(r[1]) for r in rows if r[1] is not None}
+    ratios = []
+    for t in predicted["targets"]:  # type: ignore[attr-defined]
+        real = actual.get(t["name"])
+        if real and t.get("estimateMs"):
+            ratios.append(max(real, t["estimateMs"]) / max(1e-3, min(real, t["estimateMs"])))
+    ratios.sort()
+    within = sum(1 for r in ratios if r <= 2.0)
+    return {
+        "plan_targets": len(ratios),
+        "plan_within_2x": within,
+        "plan_median_ratio": round(ratios[len(ratios) // 2], 2) if ratios else None,
+        "plan_worst_ratio": round(ratios[-1], 2) if ratios else None,
+        "plan_run_predicted_s": round(float(predicted["predictedMs"]) / 1000, 2),  # type: ignore[arg-type]
+        # the run from its first claim to its last target's end (the command's own start,
+        # discovery and control setup left out: plan prices the targets' work)
+        "plan_run_actual_s": round(float(span[0]), 2) if span and span[0] is not None else None,
+        "command_s": round(took, 2),
+    }
+
+
 def targets_toml(folder: Path, body: str, parallel: int, migrations: str = "set") -> Path:
     path = folder / "fleet.toml"
     path.write_text(
@@ -210,7 +252,14 @@ def alembic_loop(project: Path, dsns: list[str]) -> float:
 
 
 def run_alembic(admin: str, n: int, revisions: int, root: Path, control: str) -> dict[str, float]:
-    """An Alembic project whose env.py imports its application, on n databases: the loop
+    """`fleet plan` before the database fleet's run (one trace, on the largest database), against
+the run: {r['plan_within_2x']} of {r['plan_targets']} targets priced within 2× of the time
+each took (the control database's per-target time; median ratio {r['plan_median_ratio']},
+worst {r['plan_worst_ratio']}); the whole run predicted {r['plan_run_predicted_s']} s (the
+waves' caps, the longest first) against {r['plan_run_actual_s']} s from its first claim to
+its last target's end.
+
+An Alembic project whose env.py imports its application, on n databases: the loop
     and `fleet upgrade` with every revision pending, then both again at head."""
     project = root / "alembic"
     project.mkdir()
@@ -276,8 +325,11 @@ def run(
                     else:
                         control = ctl.create()
                         path = targets_toml(root, body, parallel)
+                        predicted = plan(path) if kind == "databases" else None
                         took, codes = fleet(path, control)
                         log(f"{kind}: fleet upgrade {took:.1f} s (exit {codes})")
+                        if predicted is not None:
+                            results.update(compare(predicted, control, took))
                         results[f"{kind}_fleet_s"] = round(took, 2)
                         results[f"{kind}_fleet_exit"] = codes
                         took, codes = fleet(path, control)
@@ -337,6 +389,13 @@ ladder, the runner lock and the ledger per revision, claims and leases in a cont
 database). Each case builds its fleet anew. Load average during the run: {load}.
 
 {table}
+
+`fleet plan` before the database fleet's run (one trace, on the largest database), against
+the run: {r['plan_within_2x']} of {r['plan_targets']} targets priced within 2× of the time
+each took (the control database's per-target time; median ratio {r['plan_median_ratio']},
+worst {r['plan_worst_ratio']}); the whole run predicted {r['plan_run_predicted_s']} s (the
+waves' caps, the longest first) against {r['plan_run_actual_s']} s from its first claim to
+its last target's end.
 
 An Alembic project whose env.py imports its application (`bench/common/alembic_app.py`:
 ORM models and about a second of library imports) with {args.alembic_revisions} revisions,
