@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from queueguard.cli.common import _emit, _output
 from queueguard.errors import UsageError
@@ -20,6 +22,19 @@ def cmd_fleet(args: argparse.Namespace) -> int:
         "matrix": _matrix,
     }
     return handlers[args.fleet_command](args)
+
+
+def _show(
+    output: str,
+    doc: dict[str, Any],
+    text: Callable[[dict[str, Any]], str],
+    markdown: Callable[[dict[str, Any]], str],
+) -> None:
+    """A fleet document as `--output` asks: JSON, the Markdown rendering, or the text."""
+    if output == "markdown":
+        print(markdown(doc), end="")
+    else:
+        _emit(output, "fleet", doc, lambda: text(doc))
 
 
 def _seconds(text: str, flag: str) -> float:
@@ -92,9 +107,7 @@ def _upgrade(args: argparse.Namespace) -> int:
     for t in doc["targets"]:
         if t["state"] == "failed":
             print(f"fleet: failed: {t['name']}: {t['error']}", file=sys.stderr)
-    _emit(output if output != "markdown" else "text", "fleet", doc, lambda: board.text(doc))
-    if output == "markdown":
-        print(board.markdown(doc), end="")
+    _show(output, doc, board.text, board.markdown)
     return code
 
 
@@ -107,10 +120,7 @@ def _plan(args: argparse.Namespace) -> int:
     fleet = resolve(Path(args.targets), args.migrations, args.format)
     max_lock = parse_duration_ms(args.max_lock) if args.max_lock else None
     doc = plan.plan(fleet, args.to, max_lock, args.scratch_dsn, args.sample_rows)
-    if output == "markdown":
-        print(plan.markdown(doc), end="")
-    else:
-        _emit(output, "fleet", doc, lambda: plan.text(doc))
+    _show(output, doc, plan.text, plan.markdown)
     return 0 if doc["ok"] else 1
 
 
@@ -140,10 +150,7 @@ def _status(args: argparse.Namespace) -> int:
     finally:
         ctl.close()
     doc = board.document(run, rows)
-    if output == "markdown":
-        print(board.markdown(doc), end="")
-    else:
-        _emit(output, "fleet", doc, lambda: board.text(doc))
+    _show(output, doc, board.text, board.markdown)
     return 0 if doc["done"] else 1
 
 
@@ -155,10 +162,7 @@ def _verify(args: argparse.Namespace) -> int:
     fleet = resolve(Path(args.targets), args.migrations, args.format)
     fresh = Path(args.fresh) if args.fresh else None
     doc = verify.verify(fleet, fresh)
-    if output == "markdown":
-        print(verify.markdown(doc), end="")
-    else:
-        _emit(output, "fleet", doc, lambda: verify.text(doc))
+    _show(output, doc, verify.text, verify.markdown)
     return 0 if doc["ok"] else 1
 
 
