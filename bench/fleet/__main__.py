@@ -252,14 +252,7 @@ def alembic_loop(project: Path, dsns: list[str]) -> float:
 
 
 def run_alembic(admin: str, n: int, revisions: int, root: Path, control: str) -> dict[str, float]:
-    """`fleet plan` before the database fleet's run (one trace, on the largest database), against
-the run: {r['plan_within_2x']} of {r['plan_targets']} targets priced within 2× of the time
-each took (the control database's per-target time; median ratio {r['plan_median_ratio']},
-worst {r['plan_worst_ratio']}); the whole run predicted {r['plan_run_predicted_s']} s (the
-waves' caps, the longest first) against {r['plan_run_actual_s']} s from its first claim to
-its last target's end.
-
-An Alembic project whose env.py imports its application, on n databases: the loop
+    """An Alembic project whose env.py imports its application, on n databases: the loop
     and `fleet upgrade` with every revision pending, then both again at head."""
     project = root / "alembic"
     project.mkdir()
@@ -391,10 +384,10 @@ database). Each case builds its fleet anew. Load average during the run: {load}.
 {table}
 
 `fleet plan` before the database fleet's run (one trace, on the largest database), against
-the run: {r['plan_within_2x']} of {r['plan_targets']} targets priced within 2× of the time
-each took (the control database's per-target time; median ratio {r['plan_median_ratio']},
-worst {r['plan_worst_ratio']}); the whole run predicted {r['plan_run_predicted_s']} s (the
-waves' caps, the longest first) against {r['plan_run_actual_s']} s from its first claim to
+the run: {r["plan_within_2x"]} of {r["plan_targets"]} targets priced within 2× of the time
+each took (the control database's per-target time; median ratio {r["plan_median_ratio"]},
+worst {r["plan_worst_ratio"]}); the whole run predicted {r["plan_run_predicted_s"]} s (the
+waves' caps, the longest first) against {r["plan_run_actual_s"]} s from its first claim to
 its last target's end.
 
 An Alembic project whose env.py imports its application (`bench/common/alembic_app.py`:
@@ -402,7 +395,8 @@ ORM models and about a second of library imports) with {args.alembic_revisions} 
 on {args.alembic_databases} databases: the loop a user writes today, `alembic upgrade head`
 once per database, {r["alembic_loop_s"]} s with every revision pending and
 {r["alembic_loop_at_head_s"]} s with every database at head; `fleet upgrade` (Alembic targets
-one at a time in a runner: Alembic's `context` is one per process) {r["alembic_fleet_s"]} s
+in worker processes, one per runner worker, each importing the application once)
+{r["alembic_fleet_s"]} s
 ({ratio("alembic_loop_s", "alembic_fleet_s")} faster) and {r["alembic_fleet_at_head_s"]} s
 ({ratio("alembic_loop_at_head_s", "alembic_fleet_at_head_s")} faster: each database's ledger
 read directly, no process per target).
