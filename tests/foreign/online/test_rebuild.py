@@ -681,11 +681,12 @@ def test_the_replay_into_a_large_unanalysed_shadow_from_an_unanalysed_log_is_lin
         conn.execute("UPDATE marks SET note = 'changed' WHERE id % 5 = 0")
         conn.execute("DELETE FROM marks WHERE id % 1000 = 1")
         conn.commit()
+        # neither analysed: no column statistics (a key index build may set the table's
+        # row count, as PostgreSQL 15 does; the planner still knows nothing of its values)
         stats = conn.execute(
-            "SELECT count(*) FILTER (WHERE reltuples >= 0) FROM pg_class WHERE oid IN "
-            "('queueguard_shadow.marks'::regclass, 'queueguard_shadow.queueguard_log'::regclass)"
+            "SELECT count(*) FROM pg_stats WHERE schemaname = 'queueguard_shadow'"
         ).fetchone()
-        assert stats == (0,)  # neither analysed
+        assert stats == (0,)
         conn.commit()
         columns = ("ns", "id", "note")
         key = tuple(cast(f"({k})", table.column(k)) for k in table.key)
