@@ -177,6 +177,7 @@ class Control:
                 ]
                 cur.executemany(Q["add_target"], rows)
         self.conn.commit()
+        self._retried(lambda conn: conn.execute(Q["analyze"]))
         return run, the_set
 
     def not_in_run(self, run: int, targets: Sequence[Target]) -> list[str]:

@@ -67,6 +67,15 @@ CREATE TABLE IF NOT EXISTS queueguard_fleet.targets (
 );
 ALTER TABLE queueguard_fleet.runs ADD COLUMN IF NOT EXISTS active_until timestamptz;
 ALTER TABLE queueguard_fleet.targets ADD COLUMN IF NOT EXISTS refusal text;
+-- the claim's order, over what is left to claim: a claim reads the next target, not the
+-- whole wave (10,000 targets made every claim a sort of the rest)
+CREATE INDEX IF NOT EXISTS targets_to_claim ON queueguard_fleet.targets
+    (run_id, wave, predicted_ms DESC NULLS LAST, position)
+    WHERE state IN ('pending', 'running');
+
+-- name: analyze
+-- The manifest just written, analysed: the claims are planned on what it holds.
+ANALYZE queueguard_fleet.targets;
 
 -- name: open_run
 -- The newest unfinished run of this identity.
