@@ -6,9 +6,10 @@ after target, so env.py's imports are paid once per worker.
 A worker gets each target's DSN through its pipe, never on a command line; it dies with
 its runner (the pipe's end closes); each upgrade runs exactly as `queueguard upgrade` runs it,
 the check that env.py connected where it was told included. Cancelling a target's
-statement (its lease lost, a signal's grace over) sends the worker SIGINT: psycopg cancels
+statement (its lease lost, a signal's grace over) sends the worker SIGUSR1: psycopg cancels
 the statement in flight, the revision rolls back, and the worker reports and ends (the next
-target gets a new one)."""
+target gets a new one). A Ctrl-C, which reaches the whole process group, is the runner's
+to handle: workers ignore SIGINT and SIGTERM."""
 
 from __future__ import annotations
 
@@ -27,16 +28,35 @@ from queueguard.upgrade.foreign.session import Limits
 
 #: how often the runner looks whether a target in a worker must be cancelled
 POLL_S = 0.2
+#: the signal that cancels a worker's statement (not SIGINT: a Ctrl-C reaches the whole
+#: process group, and the runner's grace decides)
+CANCEL = signal.SIGUSR1
 
 
 class Cancelled(MigrationError):
     """A target's statement in a worker was cancelled (its lease lost, a signal's grace)."""
 
 
+def _cancel(_signum: int, _frame: object) -> None:
+    raise KeyboardInterrupt  # psycopg cancels the statement it waits on
+
+
+def _die_with_parent() -> None:
+    """Linux: the kernel kills the worker when its runner dies, even by SIGKILL."""
+    with contextlib.suppress(Exception):
+        import ctypes
+
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+
+
 def serve(conn: Connection, root: str, fmt: str) -> None:
-    """The worker's loop: one upgrade per message, its report or its error back."""
-    signal.signal(signal.SIGINT, signal.default_int_handler)  # cancel: KeyboardInterrupt
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    """The worker's loop: one upgrade per message, its report or its error back. A Ctrl-C
+    or a SIGTERM to the runner's process group is the runner's to handle (its grace):
+    the worker ignores both and cancels only when the runner sends CANCEL."""
+    _die_with_parent()
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    signal.signal(CANCEL, _cancel)
     from queueguard import sets
 
     mset = sets.load(Path(root), fmt)
@@ -115,7 +135,7 @@ class Worker:
             if not self.process.is_alive():
                 raise MigrationError("the Alembic worker process ended before it answered")
             if cancel.is_set() and not signalled and self.process.pid is not None:
-                os.kill(self.process.pid, signal.SIGINT)
+                os.kill(self.process.pid, CANCEL)
                 signalled = True
         answer = self.conn.recv()
         if answer[0] == "ok":
