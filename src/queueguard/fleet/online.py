@@ -16,14 +16,12 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from queueguard.fleet import verify
 from queueguard.fleet.targets import Target
 from queueguard.sets import MigrationSet
 from queueguard.upgrade.foreign.online import upgrade as online_upgrade
 from queueguard.upgrade.foreign.online.upgrade import Prepared
 from queueguard.upgrade.foreign.report import SetUpgradeReport
 from queueguard.upgrade.foreign.session import Limits
-from queueguard.upgrade.plan import sample
 
 
 @dataclass
@@ -43,30 +41,19 @@ class Online:
     _guard: threading.Lock = field(default_factory=threading.Lock)
 
     def group(self, targets: Sequence[Target]) -> None:
-        """Each target's group, read on it (its revision, catalog and size; read only)."""
-        from queueguard.upgrade.foreign.runner import current
-
-        skip = sorted(set(verify.LEDGERS) | set(self.mset.bookkeeping))
-
-        def read(t: Target) -> tuple[Target, tuple[str | None, str], int] | None:
-            try:
-                objects = verify.catalog_of(t.dsn, None, skip)
-                with sample.read_only(t.dsn) as conn:
-                    at = current(self.mset, conn)  # a database target: its ledger
-                    size = sum(s.heap_bytes + s.index_bytes for s in sample.sizes(conn).values())
-            except Exception:  # its claim meets the same error and records it
-                return None
-            return t, (at, verify.fingerprint(objects)), size
+        """Each target's group, read on it (its revision, catalog and size; read only); a
+        target that cannot be read is left out (its claim meets the same error)."""
+        from queueguard.fleet.plan import read, size_of
 
         sizes: dict[tuple[str | None, str], int] = {}
         with ThreadPoolExecutor(8) as pool:
-            for found in pool.map(read, targets):
-                if found is None:
+            for found in pool.map(lambda t: read(self.mset, t), targets):
+                if found.error is not None:
                     continue
-                t, key, size = found
-                self.group_of[t.name] = key
+                key, size = (found.revision, found.fingerprint), size_of(found.sizes)
+                self.group_of[found.target.name] = key
                 if size >= sizes.get(key, -1):
-                    sizes[key], self.largest[key] = size, t
+                    sizes[key], self.largest[key] = size, found.target
 
     def prepared(self, target: Target) -> Prepared | None:
         """The group's forms, prepared on its largest target the first time one of its

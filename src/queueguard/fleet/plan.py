@@ -25,6 +25,7 @@ from queueguard.fleet import apply, verify
 from queueguard.fleet.resolved import Fleet
 from queueguard.fleet.targets import Target, Wave
 from queueguard.pg.connect import reason
+from queueguard.sets import MigrationSet
 from queueguard.upgrade.plan import bill, planner, sample
 
 
@@ -37,12 +38,13 @@ class Read:
     error: str | None = None
 
 
-def _read(fleet: Fleet, t: Target) -> Read:
+def read(mset: MigrationSet, t: Target) -> Read:
+    """Where a target is, its sizes and its catalog's fingerprint (read only)."""
     if t.schema is not None:
         return Read(t, error="schema targets are not priced yet: listed only")
-    skip = sorted(set(verify.LEDGERS) | set(fleet.mset.bookkeeping))
+    skip = sorted(set(verify.LEDGERS) | set(mset.bookkeeping))
     try:
-        at = apply.current(fleet.mset, t)
+        at = apply.current(mset, t)
         with sample.read_only(t.dsn) as conn:
             sizes = sample.sizes(conn)
         objects = verify.catalog_of(t.dsn, None, skip)
@@ -52,7 +54,7 @@ def _read(fleet: Fleet, t: Target) -> Read:
     return Read(t, at, sizes, verify.fingerprint(objects))
 
 
-def _bytes(sizes: Mapping[str, bill.Size]) -> int:
+def size_of(sizes: Mapping[str, bill.Size]) -> int:
     return sum(s.heap_bytes + s.index_bytes + s.toast_bytes for s in sizes.values())
 
 
@@ -66,7 +68,7 @@ def plan(
     mset = fleet.mset
     target = mset.resolve(to)
     with ThreadPoolExecutor(8) as pool:
-        reads = list(pool.map(lambda t: _read(fleet, t), fleet.targets))
+        reads = list(pool.map(lambda t: read(mset, t), fleet.targets))
     groups: dict[tuple[str | None, str], list[Read]] = {}
     for r in reads:
         if r.error is None and mset.pending(r.revision, to):
@@ -79,7 +81,7 @@ def plan(
             entries[r.target.name] |= {"estimateMs": 0.0, "longestLockMs": 0.0, "over": [],
                                        "pending": []}  # fmt: skip
     for (revision, _), members in groups.items():
-        largest = max(members, key=lambda r: _bytes(r.sizes))
+        largest = max(members, key=lambda r: size_of(r.sizes))
         pending = mset.pending(revision, to)
         try:
             traced, _ = planner.trace_target(
