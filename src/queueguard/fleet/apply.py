@@ -19,7 +19,6 @@ import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, Protocol
 
 import psycopg
@@ -56,12 +55,16 @@ class SchemaNotSet(ConnectionFailed):
     or the schema does not exist): the target fails before any statement."""
 
 
+def quoted(schema: str) -> str:
+    """A schema's name as an identifier (search_path's value)."""
+    return '"' + schema.replace('"', '""') + '"'
+
+
 def session_dsn(target: Target) -> str:
     """The DSN the target's sessions use: a schema target's carries `search_path`."""
     if target.schema is None:
         return target.dsn
-    quoted = '"' + target.schema.replace('"', '""') + '"'
-    escaped = quoted.replace("\\", "\\\\").replace(" ", "\\ ")
+    escaped = quoted(target.schema).replace("\\", "\\\\").replace(" ", "\\ ")
     options = params(target.dsn).get("options", "")
     return with_params(target.dsn, options=f"{options} -c search_path={escaped}".strip())
 
@@ -82,6 +85,11 @@ class Flight:
     lost: threading.Event = field(default_factory=threading.Event)
     #: its statement is to be cancelled (what an Alembic worker process watches)
     cancelled: threading.Event = field(default_factory=threading.Event)
+
+    def stopping(self) -> bool:
+        """Whether to stop before the next revision: the run stopped, a signal, a lost
+        lease."""
+        return self.stop_between.is_set() or self.lost.is_set()
 
     def cancel(self) -> None:
         self.cancelled.set()
@@ -163,7 +171,6 @@ class Outcome:
 
 def upgrade(
     mset: MigrationSet,
-    migrations: Path | None,
     flight: Flight,
     to: str | None,
     limits: Limits,
@@ -171,35 +178,30 @@ def upgrade(
     worker: Worker | None = None,
 ) -> Outcome:
     """The target brought to `to` as `queueguard upgrade` (with `online`: `upgrade
-    --online`) brings one database; an Alembic set in `worker`, a process of its own."""
+    --online`) brings one database; an Alembic set (not online) in `worker`, a process of
+    its own."""
     target = flight.target
     dsn = session_dsn(target)
     with _session(flight):
-        if worker is not None and online is None:
+        if flight.stopping():
+            at = current(mset, target)
+            return Outcome(at, at, [], stopped=True)
+        if online is not None:
+            alembic = mset.format in ONE_AT_A_TIME
+            with _ALEMBIC if alembic else contextlib.nullcontext():
+                return _online(online, dsn, to, limits, flight)
+        if mset.format in ONE_AT_A_TIME:
+            if worker is None:
+                raise ValueError("an Alembic set runs in a worker process")
             before = current(mset, target)
-            if flight.stop_between.is_set() or flight.lost.is_set():
-                return Outcome(before, before, [], stopped=True)
             done = worker.upgrade(dsn, to, limits, flight.cancelled, runner_key(target))
             return Outcome(before, done["after"], done["applied"], done["lock_waits"])
-        if mset.format in ONE_AT_A_TIME:
-            with _ALEMBIC:
-                if flight.stop_between.is_set() or flight.lost.is_set():
-                    at = current(mset, target)
-                    return Outcome(at, at, [], stopped=True)
-                if online is not None:
-                    return _online(online, dsn, to, limits, flight)
-                return _alembic(mset, migrations, dsn, to, limits, flight)
-        if online is not None:
-            return _online(online, dsn, to, limits, flight)
         return _stepwise(mset, dsn, to, limits, flight)
 
 
 def _online(online: Online, dsn: str, to: str | None, limits: Limits, flight: Flight) -> Outcome:
-    def stop() -> bool:
-        return flight.stop_between.is_set() or flight.lost.is_set()
-
-    report = online.upgrade(flight.target, dsn, limits, stop)
-    stopped = report.after != online.mset.resolve(to) and stop()
+    report = online.upgrade(flight.target, dsn, limits, flight.stopping)
+    stopped = report.after != online.mset.resolve(to) and flight.stopping()
     return Outcome(report.before, report.after, list(report.applied), report.lock_waits, stopped)
 
 
@@ -209,43 +211,9 @@ def _stepwise(
     """A SQL set on one connection, asked before each revision whether to stop there."""
     from queueguard.upgrade.foreign.runner import upgrade as upgrade_set
 
-    def stop() -> bool:
-        return flight.stop_between.is_set() or flight.lost.is_set()
-
-    if stop():
-        at = current(mset, flight.target)
-        return Outcome(at, at, [], stopped=True)
-    report = upgrade_set(mset, dsn, to=to, limits=limits, stop=stop)
-    target = mset.resolve(to)
-    stopped = report.after != target and stop()
+    report = upgrade_set(mset, dsn, to=to, limits=limits, stop=flight.stopping)
+    stopped = report.after != mset.resolve(to) and flight.stopping()
     return Outcome(report.before, report.after, list(report.applied), report.lock_waits, stopped)
-
-
-def _alembic(
-    mset: MigrationSet,
-    migrations: Path | None,
-    dsn: str,
-    to: str | None,
-    limits: Limits,
-    flight: Flight,
-) -> Outcome:
-    if mset.format == "queueguard":
-        from queueguard import revisions
-        from queueguard.upgrade import runner
-
-        facts = revisions.load(migrations) if migrations else revisions.packaged()
-        before = current(mset, flight.target)
-        own = runner.upgrade(
-            dsn, to=to or "head", lock_timeout_ms=limits.lock_timeout_ms,
-            statement_timeout_ms=limits.statement_timeout_ms, retries=limits.retries,
-            progress=False, migrations=facts, runner_wait_s=limits.runner_wait_s,
-        )  # fmt: skip
-        return Outcome(before, own.after, list(own.applied), own.lock_waits)
-    from queueguard.upgrade.foreign.runner import upgrade as upgrade_set
-
-    before = current(mset, flight.target)
-    report = upgrade_set(mset, dsn, to=to, limits=limits)
-    return Outcome(before, report.after, list(report.applied), report.lock_waits)
 
 
 def refusal(mset: MigrationSet, target: Target) -> str | None:

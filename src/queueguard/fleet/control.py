@@ -145,16 +145,17 @@ class Control:
         exclusive: Mapping[str, bool],
         *,
         new: bool = False,
-    ) -> tuple[int, RunSet]:
+    ) -> tuple[int, RunSet, bool]:
         """A new run with its manifest frozen (every target, its wave, its place); without
-        `new`, the open run of this identity a runner starting at the same moment made."""
+        `new`, the open run of this identity a runner starting at the same moment made.
+        (run, its set, whether this call made it)."""
         with self.conn.transaction():
             self.conn.execute(Q["setup_lock"])  # one run per identity when runners race
             found = (
                 None if new else self.conn.execute(Q["open_run"], {"identity": ident}).fetchone()
             )
             if found is not None:
-                return int(found[0]), RunSet(found[1], found[2], found[3], found[4])
+                return int(found[0]), RunSet(found[1], found[2], found[3], found[4]), False
             row = self.conn.execute(
                 Q["create_run"],
                 {"identity": ident, "format": the_set.format, "head": the_set.head,
@@ -178,7 +179,7 @@ class Control:
                 cur.executemany(Q["add_target"], rows)
         self.conn.commit()
         self._retried(lambda conn: conn.execute(Q["analyze"]))
-        return run, the_set
+        return run, the_set, True
 
     def not_in_run(self, run: int, targets: Sequence[Target]) -> list[str]:
         """Targets this runner found that the run's frozen manifest does not hold: recorded

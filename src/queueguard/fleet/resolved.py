@@ -20,7 +20,6 @@ class Fleet:
 
     file: FleetFile
     mset: MigrationSet
-    migrations: Path | None
     targets: list[Target]
     members: list[list[Target]]
 
@@ -41,7 +40,7 @@ def resolve(path: Path, migrations: str | None, fmt: str | None, parallel: int =
         refused = apply.refusal(mset, t)
         if refused:
             raise FleetFileError(refused)
-    return Fleet(fleet_file, mset, folder, found, members)
+    return Fleet(fleet_file, mset, found, members)
 
 
 def refuse_online(fleet: Fleet) -> None:

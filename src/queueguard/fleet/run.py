@@ -20,7 +20,6 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from queueguard.errors import ConnectionFailed, RunnerBusy
@@ -60,7 +59,6 @@ class Runner:
     run: int
     runner: str
     mset: MigrationSet
-    migrations: Path | None
     #: this runner's own resolution of the targets file (credentials included), by name
     targets: dict[str, Target]
     waves: list[Wave]
@@ -164,7 +162,7 @@ class Runner:
                     try:
                         if t.schema is not None:
                             conn.execute("SELECT set_config('search_path', %s, false)",
-                                         (_quoted(t.schema),))  # fmt: skip
+                                         (apply.quoted(t.schema),))  # fmt: skip
                         else:
                             conn.execute("RESET search_path")
                         conn.commit()
@@ -276,7 +274,7 @@ class Runner:
         self._event(name, "running", claim.fence, None, None, note=how)
         try:
             outcome = apply.upgrade(
-                self.mset, self.migrations, flight, self.options.to, self.options.limits,
+                self.mset, flight, self.options.to, self.options.limits,
                 self.options.online, self._worker(),
             )  # fmt: skip
         except RunnerBusy as exc:
@@ -405,10 +403,6 @@ class Runner:
         index = self.wave_of.get(name)
         wave = self.waves[index].name if index is not None else None
         self.events.emit(self.run, self.runner, name, wave, state, fence, revision, error, note)
-
-
-def _quoted(schema: str) -> str:
-    return '"' + schema.replace('"', '""') + '"'
 
 
 def exit_code(rows: list[tuple[Any, ...]]) -> int:

@@ -49,9 +49,9 @@ def join(ctl: control.Control, fleet: Fleet, to: str | None, run: str | None) ->
             ctl.retry_failed(found[0])
             return found[0], False
     members, waves = fleet.members, fleet.file.waves
-    made, theirs = ctl.create(ident, the_set, waves, members, exclusive, new=run == "new")
+    made, theirs, new = ctl.create(ident, the_set, waves, members, exclusive, new=run == "new")
     _same_set(theirs, the_set, made)  # a run another runner made at the same moment
-    return made, True
+    return made, new
 
 
 def budget(fleet: Fleet, options: Options) -> dict[str, tuple[float | None, str | None]]:
@@ -118,7 +118,7 @@ def upgrade(
             lines = stack.enter_context(LiveBoard(run_id, lambda: drawer.board(run_id))).line
         sink = Events(events, metrics, lambda: reader.board(run_id), lines)
         runner = Runner(
-            ctl, run_id, runner_id, fleet.mset, fleet.migrations,
+            ctl, run_id, runner_id, fleet.mset,
             {t.name: t for t in fleet.targets}, ctl.waves(run_id), options, sink,
         )  # fmt: skip
         runner.go()
