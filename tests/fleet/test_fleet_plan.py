@@ -9,6 +9,7 @@ import json
 
 import pytest
 
+from queueguard.pg.dsn import with_params
 from tests.fleet.conftest import Fleet, ledger
 
 #: a rewrite (the type change) and an index build: both cost what the table holds
@@ -51,14 +52,18 @@ def test_each_target_is_priced_at_its_own_size_from_one_trace(
     assert out, err
     doc = json.loads(out)
     by_name = {t["name"]: t for t in doc["targets"]}
-    assert code == 1  # the schema target is listed, not priced
-    assert by_name["tenant"]["error"].startswith("schema targets are not priced yet")
+    assert code == 0, err
+    assert by_name["tenant"]["error"] is None and by_name["tenant"]["pending"] == ["0001", "0002"]
     small, middle, large = (by_name[n] for n in ("small", f"{fleet.prefix}_middle",
                                                   f"{fleet.prefix}_large"))  # fmt: skip
     assert {t["representative"] for t in (small, middle, large)} == {f"{fleet.prefix}_large"}
     assert small["estimateMs"] < middle["estimateMs"] < large["estimateMs"]
     assert large["tables"]["items"]["rows"] == ROWS["large"]
     assert doc["predictedMs"] >= large["estimateMs"]
+    # each target's time in the run: alone (its statements and the upgrade's own overhead,
+    # timed on copies of the sample), stretched by the targets of its wave beside it
+    for t in (small, middle, large):
+        assert t["estimateMs"] >= t["aloneMs"] >= t["overheadMs"] >= 0
     # read only: nothing applied anywhere
     for name in ROWS:
         assert ledger(fleet.dsn(name)) == ["0001"]
@@ -101,3 +106,39 @@ def test_upgrade_with_max_lock_prices_first_and_refuses_a_target_over_the_budget
     code, _, err = fleet.cli(capsys, "upgrade", "--targets", str(path), "--max-lock", "10m")
     assert code == 0, err
     assert ledger(fleet.dsn("large")) == ["0001", "0002"]
+
+
+def test_schema_targets_are_priced_at_their_own_schemas_sizes_neighbours_left_out(
+    fleet: Fleet, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Tenants of one database: each read and traced as its sessions run (its schema alone on
+    the path), traced once on the largest tenant's sample, which copies neither its
+    neighbours nor their rows; every tenant priced at its own size; nothing written."""
+    fleet.write_set(REWRITE)
+    # the largest not first by name: were the neighbours counted, every tenant's size would
+    # be the database's, and the first would be picked
+    tenants = {"tenant_a": 300, "tenant_b": 40_000, "tenant_c": 4_000}
+    dsn = fleet.schemas("tenants", list(tenants))
+    for schema, rows in tenants.items():
+        _at_0001(fleet, with_params(dsn, options=f"-c search_path={schema}"), rows)
+    path = fleet.targets_file(
+        f"[[discover]]\ndsn = \"{dsn}\"\nschemas = 'tenant\\_%'\n"
+        '[[waves]]\nname = "all"\nparallel = 2\n'
+    )
+    code, out, err = fleet.cli(capsys, "plan", "--targets", str(path), "--json")
+    assert code == 0, err
+    doc = json.loads(out)
+    by_schema = {t["name"].split("/")[-1]: t for t in doc["targets"]}
+    assert set(by_schema) == set(tenants)
+    for schema, rows in tenants.items():
+        entry = by_schema[schema]
+        assert entry["pending"] == ["0002"], entry
+        assert entry["representative"].endswith("/tenant_b")  # one trace for the three
+        # its own table, named as its sessions name it: no neighbour's
+        assert list(entry["tables"]) == ["items"]
+        assert entry["tables"]["items"]["rows"] == rows
+    assert (by_schema["tenant_a"]["estimateMs"] < by_schema["tenant_c"]["estimateMs"]
+            < by_schema["tenant_b"]["estimateMs"])  # fmt: skip
+    for schema in tenants:
+        applied = fleet.sql(dsn, f"SELECT revision FROM {schema}.queueguard_sqldir_ledger")
+        assert applied == [("0001",)]

@@ -179,3 +179,27 @@ def test_safer_is_chosen_from_what_the_statement_is(
     assert safer.safer(line) == expected
     line.blocking = []
     assert safer.safer(line) is None  # blocks no one: nothing to make safer
+
+
+def test_a_target_smaller_than_the_sampled_one_is_priced_down_from_it_but_not_its_fixed_part() -> (
+    None
+):
+    """fleet plan prices a group's smaller targets from its largest target's sample: the
+    sample's time at the largest's size, then scaled down by the smaller table's share, its
+    fixed part (its time on an empty copy) kept whole; without a reference a sample never
+    scales below itself (earlier statements may have grown it)."""
+    scan = seen(seconds=0.1, scans=["big"])
+    largest = {"big": SAMPLE["big"]}
+    tenth = {"big": Size(10_000, SAMPLE["big"].heap_bytes // 10, 0, 2)}
+    assert estimate(scan, SAMPLE, tenth, INDEXES)[0] == pytest.approx(100 + _read_ms(tenth))
+    priced = estimate(scan, SAMPLE, tenth, INDEXES, largest)[0]
+    assert priced == pytest.approx(10 + _read_ms(tenth))
+    fixed, basis = estimate(scan, SAMPLE, tenth, INDEXES, largest, fixed_ms=20.0)
+    assert fixed == pytest.approx(20 + 80 / 10 + _read_ms(tenth))
+    assert "20.0 ms of it fixed" in basis
+    # a larger one than the reference is priced as plan prices it
+    assert estimate(scan, SAMPLE, TARGET, INDEXES, largest)[0] == pytest.approx(ms(scan))
+
+
+def _read_ms(sizes: dict[str, Size]) -> float:
+    return sizes["big"].heap_bytes / PAGE * READ_MS_PER_PAGE

@@ -27,7 +27,7 @@ from queueguard.errors import ConnectionFailed
 from queueguard.fleet.alembic_worker import Worker
 from queueguard.fleet.targets import Target
 from queueguard.pg.connect import ON_CONNECT, connect, reason
-from queueguard.pg.dsn import params, redact, with_params
+from queueguard.pg.dsn import redact, with_search_path
 from queueguard.pg.sqlfiles import queries
 from queueguard.sets import MigrationSet
 from queueguard.upgrade.foreign.report import SetUpgradeReport
@@ -62,11 +62,7 @@ def quoted(schema: str) -> str:
 
 def session_dsn(target: Target) -> str:
     """The DSN the target's sessions use: a schema target's carries `search_path`."""
-    if target.schema is None:
-        return target.dsn
-    escaped = quoted(target.schema).replace("\\", "\\\\").replace(" ", "\\ ")
-    options = params(target.dsn).get("options", "")
-    return with_params(target.dsn, options=f"{options} -c search_path={escaped}".strip())
+    return target.dsn if target.schema is None else with_search_path(target.dsn, target.schema)
 
 
 def runner_key(target: Target) -> str:

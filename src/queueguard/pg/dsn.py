@@ -55,3 +55,12 @@ def params(dsn: str) -> dict[str, str]:
 def with_params(dsn: str, **params: str) -> str:
     """Return `dsn` with extra connection parameters (they win over the DSN's own)."""
     return conninfo.make_conninfo(validate(dsn), **params)
+
+
+def with_search_path(dsn: str, schema: str) -> str:
+    """`dsn` whose sessions start with `search_path` = `schema` alone (a startup option added
+    to the DSN's own `options`; libpq's backslash escapes keep a space or backslash in it)."""
+    quoted = '"' + schema.replace('"', '""') + '"'
+    escaped = quoted.replace("\\", "\\\\").replace(" ", "\\ ")
+    options = params(dsn).get("options", "")
+    return with_params(dsn, options=f"{options} -c search_path={escaped}".strip())

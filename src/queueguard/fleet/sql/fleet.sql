@@ -16,6 +16,16 @@ SELECT current_setting('max_connections')::int
        - current_setting('superuser_reserved_connections')::int
        - (SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'client backend');
 
+-- name: user_tables
+-- The tables of a scratch copy of a sample, quoted, but the ledgers (`keep`): `fleet plan`
+-- empties them to time each statement's fixed part.
+SELECT quote_ident(n.nspname) || '.' || quote_ident(c.relname)
+FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+WHERE c.relkind IN ('r', 'p') AND NOT c.relispartition
+  AND n.nspname NOT IN ('pg_catalog', 'information_schema') AND n.nspname !~ '^pg_'
+  AND n.nspname !~ '^queueguard_'
+  AND c.relname <> ALL(%(keep)s::text[]);
+
 -- name: current_schema
 SELECT current_schema();
 

@@ -109,8 +109,14 @@ def _work(table: str, seen: Observation, indexes: Mapping[str, str]) -> str | No
     return None
 
 
-def _factor(work: str, sample: Size, target: Size) -> tuple[float, bool]:
-    """(scale of the sample's time, whether n·log n applies) for one kind of work."""
+def _factor(
+    work: str, sample: Size, target: Size, reference: Size | None = None
+) -> tuple[float, bool]:
+    """(scale of the sample's time, whether n·log n applies) for one kind of work;
+    `reference`: the size the sample was taken at, when `target` is smaller (`estimate`)."""
+    if reference is not None and _scaled(work, target) < _scaled(work, reference):
+        factor, sorts = _factor(work, sample, reference)
+        return factor * _scaled(work, target) / max(1, _scaled(work, reference)), sorts
     if work == "rewrites":
         ratio, sorts = target.bytes / sample.bytes, target.indexes > 0
     else:
@@ -127,6 +133,8 @@ def estimate(
     sample: Mapping[str, Size],
     target: Mapping[str, Size],
     indexes: Mapping[str, str],
+    reference: Mapping[str, Size] | None = None,
+    fixed_ms: float = 0.0,
 ) -> tuple[float, str]:
     """(estimate_ms, basis) of one statement on the target.
 
@@ -134,17 +142,28 @@ def estimate(
     The sample's time is split over the tables the statement worked on, by the bytes read
     there, and each part scaled by its table's `_factor`; plus reading the target's pages that
     work reads (heap, and TOAST for a rewrite) from outside shared buffers. The basis names
-    the table whose work scales most."""
+    the table whose work scales most.
+
+    `reference`: the sizes of the target the sample was taken from, when `target` is
+    another (`fleet plan` prices a group from its largest target's sample): a table smaller
+    there than on the reference is priced at the reference's size, then scaled down in
+    proportion (a sample never scales below itself, since earlier statements may have grown
+    it; a smaller target of the group does). `fixed_ms`: what the statement took on an empty
+    copy of the sample, the part of its time no size scales (with a `reference` only)."""
     sample_ms = seen.seconds * 1000
     named = {_table_of(n, indexes) for n in [*seen.rewrites, *seen.scans, *seen.created]}
     works = {t: w for t in named if t in target and t in sample and (w := _work(t, seen, indexes))}
     if not works:
         return sample_ms, "catalog only: as long as on the sample"
-    factors = {t: _factor(w, sample[t], target[t]) for t, w in works.items()}
+    factors = {t: _factor(w, sample[t], target[t], (reference or {}).get(t))
+               for t, w in works.items()}  # fmt: skip
     # the sample's time splits over the tables by the bytes their work read there (a foreign
     # key's check reads the child and its parent: each part scales with its own table)
     weights = {t: _read(w, sample[t]) for t, w in works.items()}
-    scaled = sum(sample_ms * weights[t] / sum(weights.values()) * factors[t][0] for t in works)
+    fixed = min(fixed_ms, sample_ms) if reference is not None else 0.0
+    scaled = fixed + sum(
+        (sample_ms - fixed) * weights[t] / sum(weights.values()) * factors[t][0] for t in works
+    )
     read_ms = sum(_read(w, target[t]) for t, w in works.items()) / PAGE * READ_MS_PER_PAGE
     table = max(sorted(factors), key=lambda t: factors[t][0])
     how, (factor, sorts) = works[table], factors[table]
@@ -158,6 +177,8 @@ def estimate(
         f"{shown // 1024} kB{', n·log n for the sort' if sorts else ''}{others}) "
         f"+ {read_ms:.0f} ms reading its pages from outside shared buffers"
     )
+    if fixed:
+        basis += f" ({fixed:.1f} ms of it fixed: its time on an empty copy, not scaled)"
     return scaled + read_ms, basis
 
 

@@ -9,13 +9,15 @@ as `upgrade` applies it, each statement watched (`observe`), then priced (`bill`
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from queueguard.errors import MigrationError
 from queueguard.pg import scratch
 from queueguard.pg.connect import connection
+from queueguard.pg.dsn import with_search_path
 from queueguard.pg.scratch import ScratchDatabases
 from queueguard.sets import MigrationSet, Revision, adapter, alembic_version_table
 from queueguard.sets import alembic as alembic_format
@@ -169,38 +171,61 @@ def plan(
     return result
 
 
-def trace_target(
-    mset: MigrationSet,
+@contextmanager
+def sampled(
     target_dsn: str,
-    pending: list[Revision],
     *,
     scratch_admin: str | None = None,
     sample_rows: int = sample.DEFAULT_ROWS,
-) -> tuple[list[python_revision.Traced], Mapping[str, bill.Size]]:
-    """The pending revisions traced on a sample of the target (dropped after): what they
-    did on the sample and at what sizes, and the target's own sizes."""
+    schema: str | None = None,
+    leave_out: Sequence[str] = (),
+) -> Iterator[tuple[ScratchDatabases, str, Mapping[str, bill.Size]]]:
+    """A sample of the target in a scratch database (dropped after, with every other the
+    caller creates in the same `ScratchDatabases`): the databases, the sample's DSN and the
+    target's own sizes. `schema`: a schema target (a tenant's schema), sampled as its
+    sessions run — `search_path` that schema alone, on the target and on the copy, whose
+    DSN then carries it — with `leave_out` (its neighbours, other tenants of the database)
+    neither copied nor sized."""
     admin = scratch_admin or scratch.database_dsn(target_dsn, "postgres")
     with ScratchDatabases(admin, prefix="qgplan") as databases:
         copy = databases.create()
-        target_sizes = sample.build(target_dsn, copy, sample_rows)
-        return _traced(mset, pending, copy, None), target_sizes
+        if schema is not None:
+            target_dsn, copy = with_search_path(target_dsn, schema), with_search_path(copy, schema)
+        yield databases, copy, sample.build(target_dsn, copy, sample_rows, leave_out)
+
+
+def traced(
+    mset: MigrationSet, pending: list[Revision], sample_dsn: str
+) -> list[python_revision.Traced]:
+    """The pending revisions applied on the sample at `sample_dsn` and watched."""
+    return _traced(mset, pending, sample_dsn, None)
 
 
 def bill_traced(
     traced: list[python_revision.Traced],
     target_sizes: Mapping[str, bill.Size],
     max_lock_ms: float | None,
+    reference: Mapping[str, bill.Size] | None = None,
+    empty: list[python_revision.Traced] | None = None,
 ) -> list[tuple[str, list[bill.Line]]]:
     """The bill of revisions traced on a sample, priced at a target's sizes (`fleet plan`
-    prices every target of a group from one trace on its largest target's sample)."""
+    prices every target of a group from one trace on its largest target's sample, whose
+    sizes are the `reference`, and from the same revisions traced on an empty copy of it,
+    `empty`: each statement's fixed time)."""
+    fixed = {  # a statement is matched by its text too: a Python revision may differ there
+        (one.revision.id, i, seen.sql): seen.seconds * 1000
+        for one in empty or []
+        for i, seen in enumerate(one.seen)
+    }
     revisions = []
     for one in traced:
         indexes = one.indexes
         lines = [bill.Line(one.revision.id, i, s) for i, s in enumerate(one.seen)]
         for line in lines:
             line.estimate_ms, line.basis = bill.estimate(
-                line.seen, one.sizes, target_sizes, indexes
-            )
+                line.seen, one.sizes, target_sizes, indexes, reference,
+                fixed.get((one.revision.id, line.index, line.seen.sql), 0.0),
+            )  # fmt: skip
         bill.held(lines)
         for line in lines:
             line.blocking = [

@@ -42,17 +42,22 @@ def read_only(dsn: str) -> Iterator[psycopg.Connection[Any]]:
         conn.close()
 
 
-def sizes(conn: psycopg.Connection[Any]) -> dict[str, Size]:
-    rows = conn.execute(Q["table_sizes"]).fetchall()
+def sizes(conn: psycopg.Connection[Any], leave_out: Sequence[str] = ()) -> dict[str, Size]:
+    """The tables' sizes by name (as `conn`'s search_path names them), `leave_out`'s schemas
+    not read."""
+    rows = conn.execute(Q["table_sizes"], {"leave_out": list(leave_out)}).fetchall()
     conn.rollback()
     return {r[0]: Size(r[1], r[2], r[3], r[4], r[5]) for r in rows}
 
 
-def _dump(target: str, section: str) -> str:
+def _dump(target: str, section: str, leave_out: Sequence[str] = ()) -> str:
+    # a schema name as a pg_dump pattern: double-quoted, so taken literally
+    excluded = ['--exclude-schema="' + name.replace('"', '""') + '"' for name in leave_out]
     done = tools.run(
         "pg_dump",
         target,
         [
+            *excluded,
             "--schema-only",
             f"--section={section}",
             "--no-owner",
@@ -87,15 +92,19 @@ JOIN pg_attribute a ON a.attrelid = c.oid AND a.attnum > 0 AND NOT a.attisdroppe
      AND a.attgenerated = ''
 WHERE c.relkind = 'r'
   AND n.nspname NOT IN ('pg_catalog', 'information_schema', 'pg_toast')
-  AND n.nspname NOT LIKE 'pg_temp%'
+  AND n.nspname !~ '^pg_temp'
+  AND n.nspname <> ALL(%(leave_out)s::text[])
 GROUP BY 1 ORDER BY 1
 """
 
 
 def _copy_rows(
-    target: psycopg.Connection[Any], scratch: psycopg.Connection[Any], rows: int
+    target: psycopg.Connection[Any],
+    scratch: psycopg.Connection[Any],
+    rows: int,
+    leave_out: Sequence[str],
 ) -> None:
-    tables = target.execute(_COLUMNS).fetchall()
+    tables = target.execute(_COLUMNS, {"leave_out": list(leave_out)}).fetchall()
     for table, columns in tables:
         cols = sql.SQL(", ").join(sql.SQL(c) for c in columns)
         name = sql.SQL(table)  # quoted by quote_ident above
@@ -145,18 +154,23 @@ def _prune_orphans(scratch: psycopg.Connection[Any], fks: list[tuple[Any, ...]])
             return
 
 
-def build(target_dsn: str, scratch_dsn: str, rows: int = DEFAULT_ROWS) -> Mapping[str, Size]:
+def build(
+    target_dsn: str, scratch_dsn: str, rows: int = DEFAULT_ROWS, leave_out: Sequence[str] = ()
+) -> Mapping[str, Size]:
     """Fill the empty database at `scratch_dsn` with the target's schema and a sample of its
-    rows; the target's table sizes, read in the same pass."""
-    _load(scratch_dsn, _dump(target_dsn, "pre-data"), "tables")
+    rows; the target's table sizes, read in the same pass. `leave_out`: schemas of the target
+    not copied (a schema target's neighbours: other tenants of its database). Both DSNs may
+    carry a search_path (a schema target's sessions): tables are then named as it names them,
+    on both sides alike."""
+    _load(scratch_dsn, _dump(target_dsn, "pre-data", leave_out), "tables")
     with read_only(target_dsn) as target, connection(scratch_dsn) as scratch:
-        target_sizes = sizes(target)
-        fks = target.execute(Q["foreign_keys"]).fetchall()
+        target_sizes = sizes(target, leave_out)
+        fks = target.execute(Q["foreign_keys"], {"leave_out": list(leave_out)}).fetchall()
         target.rollback()
-        _copy_rows(target, scratch, rows)
+        _copy_rows(target, scratch, rows, leave_out)
         scratch.commit()
         _prune_orphans(scratch, fks)
-    _load(scratch_dsn, _dump(target_dsn, "post-data"), "indexes and constraints")
+    _load(scratch_dsn, _dump(target_dsn, "post-data", leave_out), "indexes and constraints")
     with connection(scratch_dsn, autocommit=True) as scratch:
         scratch.execute("VACUUM ANALYZE")  # sizes and row counts the scaling reads
     return target_sizes

@@ -57,7 +57,7 @@ FROM pg_stat_user_tables t JOIN pg_statio_user_tables io USING (relid);
 
 -- name: table_sizes
 -- Rows and bytes of tables (heap, indexes, TOAST with its index), by name: the sample's and
--- the target's.
+-- the target's. `leave_out`: schemas not read (a schema target's neighbours, other tenants).
 SELECT c.oid::regclass::text,
        CASE WHEN c.reltuples >= 0 THEN c.reltuples::bigint END,
        pg_relation_size(c.oid),
@@ -68,7 +68,8 @@ FROM pg_class c
 JOIN pg_namespace n ON n.oid = c.relnamespace
 WHERE c.relkind IN ('r', 'p', 'm')
   AND n.nspname NOT IN ('pg_catalog', 'information_schema', 'pg_toast')
-  AND n.nspname NOT LIKE 'pg_temp%';
+  AND n.nspname !~ '^pg_temp'
+  AND n.nspname <> ALL(%(leave_out)s::text[]);
 
 -- name: blockers
 -- Sessions on the target that hold a lock on a table by name, with the age of their
@@ -91,4 +92,5 @@ SELECT conrelid::regclass::text, confrelid::regclass::text,
              JOIN pg_attribute ON attrelid = confrelid AND attnum = k.n ORDER BY k.o)
 FROM pg_constraint c
 JOIN pg_namespace n ON n.oid = c.connamespace
-WHERE c.contype = 'f' AND n.nspname NOT IN ('pg_catalog', 'information_schema');
+WHERE c.contype = 'f' AND n.nspname NOT IN ('pg_catalog', 'information_schema')
+  AND n.nspname <> ALL(%(leave_out)s::text[]);
