@@ -318,11 +318,13 @@ def run(
                     else:
                         control = ctl.create()
                         path = targets_toml(root, body, parallel)
-                        predicted = plan(path) if kind == "databases" else None
+                        began = time.perf_counter()
+                        predicted = plan(path)
+                        results[f"{kind}_plan_took_s"] = round(time.perf_counter() - began, 2)
                         took, codes = fleet(path, control)
                         log(f"{kind}: fleet upgrade {took:.1f} s (exit {codes})")
-                        if predicted is not None:
-                            results.update(compare(predicted, control, took))
+                        compared = compare(predicted, control, took)
+                        results.update({f"{kind}_{k}": v for k, v in compared.items()})
                         results[f"{kind}_fleet_s"] = round(took, 2)
                         results[f"{kind}_fleet_exit"] = codes
                         took, codes = fleet(path, control)
@@ -369,6 +371,20 @@ def section(r: dict[str, object], args: argparse.Namespace, load: str) -> str:
             ),
         ]
     )
+    plan_table = "\n".join(
+        [
+            "| fleet | `fleet plan` took | targets within 2× | median ratio | worst | "
+            "whole run predicted | whole run actual |",
+            "|---|---|---|---|---|---|---|",
+            *(
+                f"| {size} {kind} | {r[f'{kind}_plan_took_s']} s | "
+                f"{r[f'{kind}_plan_within_2x']} of {r[f'{kind}_plan_targets']} | "
+                f"{r[f'{kind}_plan_median_ratio']} | {r[f'{kind}_plan_worst_ratio']} | "
+                f"{r[f'{kind}_plan_run_predicted_s']} s | {r[f'{kind}_plan_run_actual_s']} s |"
+                for size, kind in ((databases, "databases"), (schemas, "schemas"))
+            ),
+        ]
+    )
     return f"""{SECTION}
 
 `{command}` — on the embedded server ({platform.machine()}, 2 cores), a plain SQL directory set
@@ -383,12 +399,11 @@ database). Each case builds its fleet anew. Load average during the run: {load}.
 
 {table}
 
-`fleet plan` before the database fleet's run (one trace, on the largest database), against
-the run: {r["plan_within_2x"]} of {r["plan_targets"]} targets priced within 2× of the time
-each took (the control database's per-target time; median ratio {r["plan_median_ratio"]},
-worst {r["plan_worst_ratio"]}); the whole run predicted {r["plan_run_predicted_s"]} s (the
-waves' caps, the longest first) against {r["plan_run_actual_s"]} s from its first claim to
-its last target's end.
+`fleet plan` before each fleet's run (one group: one trace and its timed copies, on the
+largest target), against the run — per target, the control database's time for it; the
+whole run from its first claim to its last target's end:
+
+{plan_table}
 
 An Alembic project whose env.py imports its application (`bench/common/alembic_app.py`:
 ORM models and about a second of library imports) with {args.alembic_revisions} revisions,

@@ -287,8 +287,17 @@ class Control:
             "nothing recorded"
         )
 
-    def done_unclaimed(self, run: int, name: str, revision: str | None) -> bool:
-        return self._count("done_unclaimed", {"run": run, "name": name, "revision": revision}) == 1
+    def done_unclaimed(self, run: int, names: list[str], revision: str | None) -> list[str]:
+        """`names` recorded done at `revision` with no claim; those still pending were.
+        Committed without waiting for the control server's disk: what it records is read
+        from the targets' own ledgers, and a run that lost it reads them again."""
+        params = {"run": run, "names": names, "revision": revision}
+
+        def mark(conn: psycopg.Connection[Any]) -> list[Any]:
+            conn.execute("SET LOCAL synchronous_commit = off")
+            return conn.execute(Q["done_unclaimed"], params).fetchall()
+
+        return [str(r[0]) for r in self._retried(mark)]
 
     def skipped_unclaimed(self, run: int, name: str, revision: str | None, why: str) -> bool:
         params = {"run": run, "name": name, "revision": revision, "error": why}

@@ -171,16 +171,18 @@ class Runner:
                         conn.rollback()
             return found
 
+        at_target = []
         with ThreadPoolExecutor(8) as pool:
             for group in pool.map(read, by_database.values()):
                 for t, at in group:
                     if at == target:
-                        if self.control.done_unclaimed(self.run, t.name, at):
-                            self._event(t.name, "done", None, at, None)
+                        at_target.append(t.name)
                     elif at is not None and self._past(at, target):
                         why = f"at {at}, past the target revision {target}"
                         if self.control.skipped_unclaimed(self.run, t.name, at, why):
                             self._event(t.name, "skipped", None, at, why)
+        for name in self.control.done_unclaimed(self.run, at_target, target):
+            self._event(name, "done", None, target, None)
 
     def _past(self, at: str, target: str | None) -> bool:
         ids = self.mset.ids

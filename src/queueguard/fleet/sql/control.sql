@@ -193,10 +193,12 @@ SET state = %(state)s, revision = coalesce(%(revision)s, revision), error = %(er
 WHERE run_id = %(run)s AND name = %(name)s AND fence = %(fence)s AND state = 'running';
 
 -- name: done_unclaimed
--- A target found at the target revision before anyone claimed it: done, with no claim.
+-- Targets found at the target revision before anyone claimed them: done, with no claim, in
+-- one statement for them all; the names it marked.
 UPDATE queueguard_fleet.targets
 SET state = 'done', revision = %(revision)s, finished_at = now(), elapsed_ms = 0
-WHERE run_id = %(run)s AND name = %(name)s AND state = 'pending';
+WHERE run_id = %(run)s AND name = ANY(%(names)s::text[]) AND state = 'pending'
+RETURNING name;
 
 -- name: skipped_unclaimed
 UPDATE queueguard_fleet.targets
