@@ -194,11 +194,15 @@ WHERE run_id = %(run)s AND name = %(name)s AND fence = %(fence)s AND state = 'ru
 
 -- name: done_unclaimed
 -- Targets found at the target revision before anyone claimed them: done, with no claim, in
--- one statement for them all; the names it marked.
-UPDATE queueguard_fleet.targets
+-- one statement for them all; the names it marked. Their rows are locked in name order, so
+-- runners marking the same targets at once wait for each other, never deadlock.
+UPDATE queueguard_fleet.targets t
 SET state = 'done', revision = %(revision)s, finished_at = now(), elapsed_ms = 0
-WHERE run_id = %(run)s AND name = ANY(%(names)s::text[]) AND state = 'pending'
-RETURNING name;
+FROM (SELECT name FROM queueguard_fleet.targets
+      WHERE run_id = %(run)s AND name = ANY(%(names)s::text[]) AND state = 'pending'
+      ORDER BY name FOR UPDATE) mine
+WHERE t.run_id = %(run)s AND t.name = mine.name AND t.state = 'pending'
+RETURNING t.name;
 
 -- name: skipped_unclaimed
 UPDATE queueguard_fleet.targets
