@@ -8,12 +8,14 @@ from __future__ import annotations
 import json
 import time
 
+import psycopg
 import pytest
 
 from queueguard.fleet import control
 from queueguard.fleet.control import Control, StaleFence
 from queueguard.fleet.resolved import resolve
 from queueguard.fleet.upgrade import join
+from queueguard.pg.dsn import with_params
 from tests.fleet.conftest import SET, Fleet, ledger
 
 HEAD = ["0001", "0002", "0003"]
@@ -272,3 +274,17 @@ def test_run_new_starts_another_run_and_a_changed_set_refuses_to_join_a_run_by_i
     code, _, err = fleet.cli(capsys, "upgrade", "--targets", str(path))
     assert code == 0, err
     assert ledger(fleet.dsn("one")) == [*HEAD, "0004"]
+
+
+def test_a_runner_joining_a_live_run_runs_no_ddl_on_the_control_database(fleet: Fleet) -> None:
+    """Once the control schema exists, opening the control database locks nothing: a runner
+    starting while others claim must not queue their claims behind an ALTER's (or any IF
+    NOT EXISTS statement's) lock — three runners deadlocked on exactly that."""
+    control.open_control(fleet.control).close()
+    with psycopg.connect(fleet.control) as holder:
+        # another runner mid-claim: its transaction holds a lock on the control tables
+        holder.execute("SELECT 1 FROM queueguard_fleet.runs FOR UPDATE")
+        holder.execute("LOCK TABLE queueguard_fleet.targets IN ROW EXCLUSIVE MODE")
+        # a lock it waited for would fail it after 1 s (ConnectionFailed, exit 2)
+        control.open_control(with_params(fleet.control, options="-c lock_timeout=1s")).close()
+        holder.rollback()

@@ -13,6 +13,7 @@ import contextlib
 import hashlib
 import json
 import os
+import random
 import socket
 import time
 import uuid
@@ -34,6 +35,8 @@ ENV_CONTROL = "QUEUEGUARD_CONTROL_DSN"
 EMBEDDED_CONTROL_DB = "queueguard_fleet"
 #: how long a lost control connection is tried again before the operation gives up
 RECONNECT_S = 30.0
+#: a deadlock or a serialization failure: the transaction is simply run again
+RETRY_AT_ONCE = ("40P01", "40001")
 T = TypeVar("T")
 STATES = ("pending", "running", "done", "failed", "skipped", "not in this run")
 
@@ -104,6 +107,10 @@ class Control:
                 self.conn.commit()
                 return result
             except psycopg.OperationalError as exc:
+                if exc.sqlstate in RETRY_AT_ONCE and time.monotonic() < deadline:
+                    self.conn.rollback()  # a deadlock or serialization failure: again
+                    time.sleep(random.uniform(0.01, 0.1))
+                    continue
                 if not connection_lost(exc) or time.monotonic() >= deadline:
                     raise
             with contextlib.suppress(Exception):
@@ -120,6 +127,12 @@ class Control:
         return self._retried(lambda conn: conn.execute(Q[name], params).rowcount)
 
     def setup(self) -> None:
+        """The control schema, made by the first runner (under an advisory lock, so runners
+        starting together make it once); nothing run, nothing locked, once it exists."""
+        row = self.conn.execute(Q["set_up"]).fetchone()
+        self.conn.commit()
+        if row is not None and row[0]:
+            return
         with self.conn.transaction():
             self.conn.execute(Q["setup_lock"])
             self.conn.execute(Q["setup"])

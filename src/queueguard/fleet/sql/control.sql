@@ -3,6 +3,12 @@
 -- control database's clock (now()). A lease's fence is the seed's range_id rule: each claim
 -- raises it, and a write that names an older fence changes nothing.
 
+-- name: set_up
+-- Whether the schema is in place (its last object made): a runner joining a run others
+-- work then runs no DDL, whose locks (even an IF NOT EXISTS one's) would queue the others'
+-- claims behind it.
+SELECT to_regclass('queueguard_fleet.targets_to_claim') IS NOT NULL;
+
 -- name: setup_lock
 -- Runners starting together create the schema once.
 SELECT pg_advisory_xact_lock(hashtext('queueguard-fleet-setup'));
@@ -65,8 +71,6 @@ CREATE TABLE IF NOT EXISTS queueguard_fleet.targets (
     refusal text,
     PRIMARY KEY (run_id, name)
 );
-ALTER TABLE queueguard_fleet.runs ADD COLUMN IF NOT EXISTS active_until timestamptz;
-ALTER TABLE queueguard_fleet.targets ADD COLUMN IF NOT EXISTS refusal text;
 -- the claim's order, over what is left to claim: a claim reads the next target, not the
 -- whole wave (10,000 targets made every claim a sort of the rest)
 CREATE INDEX IF NOT EXISTS targets_to_claim ON queueguard_fleet.targets
