@@ -247,15 +247,6 @@ def _revision(rev: str, down: str | tuple[str, ...], upgrade: str = "pass") -> s
     )
 
 
-def test_branches_are_refused(tmp_path: Path) -> None:
-    root = _with_revision(tmp_path, "c3", _revision("c3", "a1"))
-    with pytest.raises(UsageError, match="one line of revisions expected, found 2 heads"):
-        fmt.load(root)
-    (root / "versions" / "m4.py").write_text(_revision("m4", ("b2", "c3")))
-    with pytest.raises(UsageError, match=r"one line of revisions expected.*m4 merges"):
-        fmt.load(root)
-
-
 # --- on the server -----------------------------------------------------------------------
 
 

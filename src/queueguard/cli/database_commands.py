@@ -48,6 +48,7 @@ def cmd_status(args: argparse.Namespace) -> int:
 def _status_foreign(args: argparse.Namespace) -> int:
     """Where a database is in a set of another format: its revision by the format's own
     bookkeeping, the head, what is pending (read only)."""
+    from queueguard.sets.model import heads_of
     from queueguard.upgrade.plan.planner import current_revision
 
     mset = _foreign_set(args)
@@ -56,8 +57,12 @@ def _status_foreign(args: argparse.Namespace) -> int:
     pending = [r.id for r in mset.pending(at)]
     doc: dict[str, Any] = {
         "format": mset.format,
-        "revision": at,
-        "head": mset.head.id if mset.head else None,
+        # one-revision fields: null where a set (or a database) is at several heads,
+        # the lists beside them say which
+        "revision": None if at and "," in at else at,
+        "currentHeads": list(heads_of(at)),
+        "head": mset.heads[0] if len(mset.heads) == 1 else None,
+        "heads": list(mset.heads),
         "pending": pending,
         "inFlight": _in_flight(dsn),
     }
@@ -65,8 +70,8 @@ def _status_foreign(args: argparse.Namespace) -> int:
         _emit_json(doc)
     else:
         print(f"format    {mset.format}")
-        print(f"revision  {at or 'none (nothing of the set applied)'}")
-        print(f"head      {doc['head'] or 'none (an empty set)'}")
+        print(f"revision  {', '.join(heads_of(at)) or 'none (nothing of the set applied)'}")
+        print(f"head      {', '.join(mset.heads) or 'none (an empty set)'}")
         print(f"pending   {', '.join(pending) or 'none'}")
         flight = doc["inFlight"]
         if flight:

@@ -130,7 +130,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     p = sub.add_parser("upgrade", help="apply the migrations (explicit target)")
     _add_dsn(p, explicit=True)
-    p.add_argument("--to", default="head", help="a revision id or head")
+    p.add_argument(
+        "--to", help="a revision id, head (default), or for an Alembic set heads or BRANCH@head"
+    )
     p.add_argument("--sql", action="store_true", help="render the SQL without connecting")
     p.add_argument("--lock-timeout", help="per lock wait (default 5s; --online: 500ms)")
     p.add_argument(

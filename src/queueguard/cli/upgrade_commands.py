@@ -24,6 +24,7 @@ def cmd_upgrade(args: argparse.Namespace) -> int:
     from queueguard.upgrade import runner
 
     migrations = _migrations(args)
+    args.to = args.to or "head"  # queueguard's own set: one line
     if args.sql:
         print(runner.render_sql(args.to, migrations=migrations))
         return 0

@@ -18,7 +18,7 @@ from queueguard.sets import MigrationSet
 
 
 def run_set(mset: MigrationSet, to: str | None) -> control.RunSet:
-    head = mset.head.id if mset.head else None
+    head = mset.resolve(None)  # an Alembic set at several heads: all of them (`a,b`)
     return control.RunSet(mset.format, head, set_checksum(mset), mset.resolve(to))
 
 

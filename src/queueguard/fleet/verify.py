@@ -100,7 +100,7 @@ def differences(reference: Objects, theirs: Objects) -> list[str]:
 
 def verify(fleet: Fleet, fresh: Path | None = None) -> dict[str, Any]:
     mset = fleet.mset
-    head = mset.head.id if mset.head else None
+    head = mset.resolve(None)  # an Alembic set at several heads: all of them (`a,b`)
     skip = sorted(set(LEDGERS) | set(mset.bookkeeping))
 
     def one(t: Target) -> dict[str, Any]:

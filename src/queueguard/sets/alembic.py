@@ -1,8 +1,12 @@
 """Any Alembic project as a migration set: its revisions read by Alembic's own ScriptDirectory,
 applied one at a time through the project's own env.py, every statement they send hooked.
 
-Only a single line of revisions is read: a set with several heads or a merge point is refused
-(branches are out of scope, since "the revision before this one" has no single answer there).
+Branches and merge points are read as Alembic reads them: the revisions in the order
+`alembic upgrade heads` applies them from an empty database, what an upgrade applies from a
+state (the heads `alembic_version` holds, one row each) in Alembic's own order
+(`ScriptDirectory._upgrade_revs`, what `command.upgrade` runs), `--to` as Alembic takes it
+(`heads`, a revision, `branch@head`; `head` refused on a set with several heads, as Alembic
+refuses it). A state of several heads is their ids joined by `,` (`model.heads_of`).
 
 The version table is the project's choice (`context.configure(version_table=…)` in env.py),
 so it is learnt by running env.py the way `alembic current` does: under an
@@ -23,14 +27,15 @@ bookkeeping on it), `alembic_run` (one env.py run to a target, a hook per revisi
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Callable
 from pathlib import Path
 
 from alembic.runtime.migration import MigrationContext
 from alembic.script import Script, ScriptDirectory
+from alembic.script.revision import RevisionError
 from alembic.util import CommandError
 
 from queueguard.errors import UsageError
-from queueguard.pg.dsn import redact
 from queueguard.sets.alembic_config import (
     INI,
     _ini_script_location,
@@ -40,7 +45,7 @@ from queueguard.sets.alembic_config import (
 )
 from queueguard.sets.alembic_dsn import READ_ONLY, _connected
 from queueguard.sets.alembic_hooks import After, Before, around_of
-from queueguard.sets.alembic_render import NotRendered, Rendered, rendered
+from queueguard.sets.alembic_render import LINEAR, NotRendered, Rendered, rendered
 from queueguard.sets.alembic_run import Hooks, Outcome
 from queueguard.sets.alembic_run import upgrade as upgrade_to
 from queueguard.sets.alembic_version_table import (
@@ -48,7 +53,7 @@ from queueguard.sets.alembic_version_table import (
     VersionTable,
     version_table,
 )
-from queueguard.sets.model import MigrationSet, Revision
+from queueguard.sets.model import MigrationSet, Revision, heads_of, state_of
 
 __all__ = [
     "DEFAULT_VERSION_TABLE",
@@ -90,39 +95,61 @@ def detect(root: Path) -> bool:
 # --- reading the set ---------------------------------------------------------------------
 
 
-def _line(script: ScriptDirectory, where: Path) -> list[Script]:
-    """The revisions base → head, refusing anything but one line."""
+def _ordered(script: ScriptDirectory, where: Path) -> list[Script]:
+    """The revisions in the order `alembic upgrade heads` applies them to an empty
+    database."""
     try:
-        heads = script.get_heads()
-        if len(heads) > 1:
-            raise UsageError(
-                f"{where}: one line of revisions expected, found {len(heads)} heads "
-                f"({', '.join(sorted(heads))}); Alembic branches are not supported"
-            )
-        revisions = list(reversed(list(script.walk_revisions())))
+        return [step.revision for step in script._upgrade_revs("heads", ())]  # type: ignore[arg-type]
     except CommandError as exc:
         raise UsageError(f"{where}: {exc}") from None
-    merges = [r.revision for r in revisions if r.is_merge_point]
-    if merges:
-        raise UsageError(
-            f"{where}: one line of revisions expected, {', '.join(merges)} merges branches; "
-            "Alembic branches are not supported"
-        )
-    return revisions
 
 
-def _revision(script: Script) -> Revision:
+def _revision(script: Script, children: dict[str, int]) -> Revision:
     path = Path(script.path)
-    down = script.down_revision
-    assert down is None or isinstance(down, str)  # a merge point was refused by _line
+    parents = tuple(script._versioned_down_revisions)
     return Revision(
         id=script.revision,
-        down=down,
+        down=state_of(parents),
         title=(script.doc or "").strip(),
         files=(path,),
         checksum=hashlib.sha256(path.read_bytes()).hexdigest(),
         statements=None,  # Python: its statements are only known by running it
+        # `alembic upgrade DOWN:REV --sql` writes its version row as an UPDATE of DOWN's:
+        # exact only when DOWN is its one parent and it DOWN's one child (`alembic_render`)
+        native={LINEAR: len(parents) <= 1 and all(children[p] == 1 for p in parents)},
     )
+
+
+def _steps(script: ScriptDirectory, where: Path) -> Callable[[str | None, str | None], list[str]]:
+    def steps(current: str | None, target: str | None) -> list[str]:
+        try:
+            found = script._upgrade_revs(heads_of(target), heads_of(current))  # type: ignore[arg-type]
+        except (CommandError, RevisionError) as exc:
+            raise UsageError(f"{where}: from {current or 'an empty database'}: {exc}") from None
+        return [str(step.revision.revision) for step in found]
+
+    return steps
+
+
+def _target_of(script: ScriptDirectory, where: Path) -> Callable[[str | None], str | None]:
+    heads = tuple(script.get_heads())
+
+    def target_of(to: str | None) -> str | None:
+        if to is None:
+            return state_of(heads)
+        if to == "head" and len(heads) > 1:
+            raise UsageError(
+                f"{where} has {len(heads)} heads ({', '.join(sorted(heads))}): --to head "
+                "would fail as `alembic upgrade head` fails; give heads, a revision or "
+                "BRANCH@head"
+            )
+        try:  # a state resolved already (several heads, `model.state_of`) names each
+            found = script.revision_map.get_revisions(heads_of(to) if "," in to else to)
+        except (CommandError, RevisionError) as exc:
+            raise UsageError(f"--to {to}: {exc}") from None
+        return state_of(r.revision for r in found if r is not None and not isinstance(r, str))
+
+    return target_of
 
 
 def load(root: Path, dsn: str | None = None) -> MigrationSet:
@@ -131,14 +158,22 @@ def load(root: Path, dsn: str | None = None) -> MigrationSet:
     offline: see `version_table`)."""
     cfg = config(root, None)
     script = _script_directory(cfg)
-    revisions = tuple(_revision(s) for s in _line(script, root))
+    ordered = _ordered(script, root)
+    children = {s.revision: 0 for s in ordered}
+    for s in ordered:
+        for parent in s._versioned_down_revisions:
+            children[parent] = children.get(parent, 0) + 1
+    revisions = tuple(_revision(s, children) for s in ordered)
     table = version_table(root, dsn)
+    linear = all(r.native[LINEAR] for r in revisions) and len(script.get_heads()) <= 1
     return MigrationSet(
         format=FORMAT,
         root=root,
         revisions=revisions,
         bookkeeping=frozenset({table.qualified}),
         version_table=table.qualified,
+        steps=None if linear else _steps(script, root),
+        target_of=None if linear else _target_of(script, root),
     )
 
 
@@ -156,9 +191,7 @@ def current(dsn: str, table: str = DEFAULT_VERSION_TABLE) -> str | None:
             opts={"version_table": version.name, "version_table_schema": version.schema},
         )
         try:
-            return context.get_current_revision()
-        except CommandError as exc:  # several rows: a branched database
-            raise UsageError(f"{redact(dsn)}: {exc}; Alembic branches are not supported") from None
+            return state_of(context.get_current_heads())
         finally:
             connection.rollback()
 
@@ -173,7 +206,8 @@ def run(
     options: str | None = None,
     mset: MigrationSet | None = None,
 ) -> Outcome:
-    """Apply exactly one revision (the database must be at its down revision) through the
+    """Apply exactly one revision (the database must be where it is the one next step: at its
+    down revision, or on a set that branches at heads it comes right after) through the
     project's env.py, calling `before(dbapi_connection, sql)` and `after(dbapi_connection,
     sql, seconds, error)` around every statement sent (caught at the driver), Alembic's
     own included (tell them apart with `is_bookkeeping(sql, table)`). The connection given
@@ -183,7 +217,7 @@ def run(
     migrations = mset or load(root)
     revision = migrations.get(revision_id)
     at = current(dsn, migrations.version_table or DEFAULT_VERSION_TABLE)
-    if at != revision.down:
+    if [r.id for r in migrations.pending(at, revision.id)] != [revision.id]:
         raise UsageError(
             f"{revision.id} applies after {revision.down or 'an empty database'}, "
             f"but the database is at {at or 'no revision'}"

@@ -22,6 +22,9 @@ from queueguard.sets.split import is_transaction_control, split
 
 #: where a revision run as its rendered SQL keeps Alembic's bookkeeping (`Revision.native`)
 BOOKKEEPING = "alembic_bookkeeping"
+#: `Revision.native`: its version row is an UPDATE of its one parent's, the one parent it is
+#: the only child of (set by `sets.alembic`; absent: a set of one line)
+LINEAR = "alembic_linear"
 
 
 @dataclass(frozen=True)
@@ -41,6 +44,11 @@ class NotRendered:
 
 def rendered(mset: MigrationSet, revision: Revision) -> Rendered | NotRendered:
     """`revision`'s SQL as `alembic upgrade DOWN:REV --sql` renders it."""
+    if not revision.native.get(LINEAR, True):
+        return NotRendered(
+            "a revision at a branch or merge point: `alembic upgrade --sql` renders from one "
+            "start, and its version row would not be the one the database's heads need"
+        )
     table = mset.version_table or DEFAULT_VERSION_TABLE
     cfg = config(mset.root, None)
     buffer = io.StringIO()

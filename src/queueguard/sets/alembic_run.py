@@ -33,7 +33,7 @@ from queueguard.sets.alembic_env import _alembic_running, _pgoptions
 from queueguard.sets.alembic_tap import Around, OnCommit, tapped
 from queueguard.sets.alembic_version_table import DEFAULT_VERSION_TABLE, VersionTable
 from queueguard.sets.alembic_version_table import is_bookkeeping as _is_bookkeeping
-from queueguard.sets.model import MigrationSet
+from queueguard.sets.model import MigrationSet, heads_of, state_of
 
 #: session settings the driver sends (SQLAlchemy reads the isolation level on entering
 #: autocommit_block()): not a revision's statements
@@ -210,19 +210,17 @@ def upgrade(
                     f"but {expected.qualified} offline: queueguard reads the version from "
                     "the offline one; make them the same"
                 )
-            found = to_tuple(heads, default=())
-            if len(found) > 1:
-                raise UsageError(
-                    f"the database is at {', '.join(found)}: Alembic branches are not supported"
-                )
-            outcome.before = found[0] if found else None
-            for step in script._upgrade_revs(target, heads):  # what command.upgrade runs
+            outcome.before = state_of(to_tuple(heads, default=()))
+            # what command.upgrade runs (a state of several heads: the tuple of them)
+            for step in script._upgrade_revs(heads_of(target), heads):  # type: ignore[arg-type]
                 outcome.running = str(step.revision.revision)
                 if hooks.started is not None:
                     hooks.started(outcome.running)
                 yield step
 
-        env = _Environment(cfg, script, fn=steps, destination_rev=target, on_applied=on_applied)
+        env = _Environment(
+            cfg, script, fn=steps, destination_rev=heads_of(target), on_applied=on_applied
+        )
         first = mset.revisions[0].id if mset.revisions else None
         try:
             with (

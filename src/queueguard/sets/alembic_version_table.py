@@ -20,6 +20,7 @@ from queueguard.pg.dsn import redact
 from queueguard.sets.alembic_config import _script_directory, config
 from queueguard.sets.alembic_dsn import READ_ONLY, _connected, with_options
 from queueguard.sets.alembic_env import _alembic_running
+from queueguard.sets.model import state_of
 
 DEFAULT_VERSION_TABLE = "alembic_version"
 
@@ -125,16 +126,14 @@ def is_bookkeeping(sql: str, version_table: str = DEFAULT_VERSION_TABLE) -> bool
 
 def read(conn: Any, table: str = DEFAULT_VERSION_TABLE) -> str | None:
     """The revision the version table holds, read on a psycopg connection in its transaction
-    (None: no table, or no row); several rows are a branched database (UsageError)."""
+    (None: no table, or no row); several rows (a database at several heads of a set that
+    branches) are said as one state (`model.state_of`)."""
     version = VersionTable.parse(table)
     where = conn.execute("SELECT to_regclass(%s)", (_quoted(version),)).fetchone()
     if where is None or where[0] is None:
         return None
     rows = conn.execute(f"SELECT version_num FROM {_quoted(version)}").fetchall()
-    if len(rows) > 1:
-        found = ", ".join(sorted(str(r[0]) for r in rows))
-        raise UsageError(f"the database is at {found}: Alembic branches are not supported")
-    return str(rows[0][0]) if rows else None
+    return state_of(str(r[0]) for r in rows)
 
 
 def record(conn: Any, table: str, bookkeeping: tuple[str, ...]) -> None:

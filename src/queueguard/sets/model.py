@@ -53,6 +53,11 @@ class MigrationSet:
     #: the order of any version string, for formats whose database may be at a version the
     #: folder does not list (Temporal's `0.0` after setup-schema); None: ids only
     order: Callable[[str], Any] | None = field(default=None, compare=False)
+    #: a set whose revisions branch and merge (Alembic): the format's own answer to "what
+    #: does upgrading from this state to that one apply, in what order" (ids), and to "what
+    #: state is `--to`'s argument" (see `resolve`); None: one line, `revisions` in order
+    steps: Callable[[str | None, str | None], list[str]] | None = field(default=None, compare=False)
+    target_of: Callable[[str | None], str | None] | None = field(default=None, compare=False)
 
     @property
     def ids(self) -> tuple[str, ...]:
@@ -60,7 +65,17 @@ class MigrationSet:
 
     @property
     def head(self) -> Revision | None:
+        """The last revision in upgrade order (a set with several heads: see `heads`)."""
         return self.revisions[-1] if self.revisions else None
+
+    @property
+    def heads(self) -> tuple[str, ...]:
+        """The revisions nothing comes after: one, unless the set branches and does not
+        merge again (Alembic)."""
+        if self.steps is None:
+            return (self.revisions[-1].id,) if self.revisions else ()
+        later = {p for r in self.revisions for p in heads_of(r.down)}
+        return tuple(sorted(r.id for r in self.revisions if r.id not in later))
 
     def get(self, revision: str) -> Revision:
         for r in self.revisions:
@@ -74,7 +89,10 @@ class MigrationSet:
 
     def resolve(self, to: str | None) -> str | None:
         """`--to`'s argument as a revision id: None or `head` → the head; Temporal's `v1.8`
-        spelling is accepted for `1.8`."""
+        spelling is accepted for `1.8`. A set that branches says it itself (`target_of`): a
+        state of several heads is their ids, sorted, joined by `,` (`heads_of`)."""
+        if self.target_of is not None:
+            return self.target_of(to)
         if to is None or to == "head":
             return self.head.id if self.head else None
         for candidate in (to, to.removeprefix("v")):
@@ -87,6 +105,8 @@ class MigrationSet:
         target = self.resolve(to)
         if target is None:
             return []
+        if self.steps is not None:
+            return [self.get(i) for i in self.steps(current, target)]
         ids = self.ids
         stop = ids.index(target) + 1
         if current is not None and current not in ids and self.order is not None:
@@ -98,6 +118,18 @@ class MigrationSet:
             )
         start = 0 if current is None else ids.index(current) + 1
         return list(self.revisions[start:stop])
+
+
+def heads_of(state: str | None) -> tuple[str, ...]:
+    """The revisions a state names: a database (or a target) at several heads of a set that
+    branches is said as their ids, sorted, joined by `,`."""
+    return tuple(state.split(",")) if state else ()
+
+
+def state_of(heads: Any) -> str | None:
+    """The one string for the heads a database is at (`heads_of`'s inverse)."""
+    found = sorted(str(h) for h in (heads or ()))
+    return ",".join(found) if found else None
 
 
 def stretches(revisions: list[Revision]) -> list[list[Revision]]:

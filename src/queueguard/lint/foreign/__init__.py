@@ -201,6 +201,8 @@ def lint_set(
         if (entry := _flag(key, grouped.get(key, []), observed.get(key), found)) is not None
         and entry.path.resolve() in wanted
     ]
+    if len(mset.heads) > 1 and only is None:
+        flagged.insert(0, _multiple_heads(mset))
     return SetLintReport(
         format=mset.format,
         root=mset.root,
@@ -211,6 +213,21 @@ def lint_set(
         target_at=target_at,
         traced=tuple(traced) if traced is not None else None,
     )
+
+
+def _multiple_heads(mset: MigrationSet) -> Flagged:
+    """A set with several heads, said at the last head's file: two heads pass CI, then
+    `alembic upgrade head` fails at the deploy (a tool that applies one head leaves the
+    other's revisions out)."""
+    heads = ", ".join(mset.heads)
+    head = mset.get(mset.heads[-1])
+    path = head.files[0].resolve()
+    cost = f"{len(mset.heads)} heads: {heads} — `upgrade head` would fail; merge them"
+    finding = Finding(
+        "migration.multiple_heads", path, 1, 1, cost,
+        f"alembic merge -m 'merge heads' {' '.join(mset.heads)}",
+    )  # fmt: skip
+    return Flagged(head.id, -1, path, 1, 1, "", (finding,), finding, rank.Tier.FAILS, cost)
 
 
 def _flag(

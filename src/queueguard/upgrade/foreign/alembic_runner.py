@@ -43,8 +43,11 @@ def upgrade(
         report.after = before
         if target is not None and mset.pending(before, target):
             _run(mset, dsn, target, limits, report, on_step)
-            # where the run left the database, as the driver saw it commit (no second read)
+            # where the run left the database, as the driver saw it commit (no second read);
+            # a set that branches is read again: its state is the heads the rows hold
             report.after = report.applied[-1] if report.applied else before
+            if mset.steps is not None:
+                report.after = alembic_format.current(dsn, table)
         report.elapsed_ms = int((time.monotonic() - started) * 1000)
         return report
     except psycopg.Error as exc:

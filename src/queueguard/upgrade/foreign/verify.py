@@ -77,9 +77,11 @@ def verify(
     if queries and fixtures is None:
         raise UsageError("--invariants are run on --fixtures: give a folder of fixtures")
     frozen = fixture_files(fixtures, mset) if fixtures is not None else []
-    head = mset.head.id if mset.head else None
+    head = mset.resolve(None)  # a set at several heads: all of them (`model.state_of`)
     report = SetVerifyReport(mset.format, str(mset.root), head)
     leave_out = _leave_out(mset)
+    if len(mset.heads) > 1:
+        report.checks.append(heads_check(mset))
     with ScratchDatabases(admin_dsn, prefix="qgverify") as scratch:
         try:
             chain, watched = scratch.create(), scratch.create()
@@ -109,6 +111,17 @@ def verify(
             _drop_together(scratch)
     report.elapsed_ms = int((time.monotonic() - started) * 1000)
     return report
+
+
+def heads_check(mset: MigrationSet) -> Check:
+    """A set with several heads fails: two heads pass CI and then `upgrade head` fails at
+    the deploy (or a tool that applies one head leaves the other's revisions out)."""
+    heads = ", ".join(mset.heads)
+    return Check(
+        "heads", False,
+        f"{len(mset.heads)} heads: {heads} — `upgrade head` would fail; merge them "
+        f"(alembic merge {' '.join(mset.heads)})",
+    )  # fmt: skip
 
 
 def _drop_together(scratch: ScratchDatabases) -> None:
@@ -242,7 +255,7 @@ def _fixture(
         return failed(f"upgrade from {fixture.revision} failed", str(exc))
     after = data.invariant_rows(dsn, queries)
     mine = catalog.without(catalog.introspect(dsn), _leave_out(mset))
-    head = mset.head.id if mset.head else None
+    head = mset.resolve(None)  # a set at several heads: all of them (`model.state_of`)
     problems = [] if report.after == head else [f"its bookkeeping reads {report.after}, not {head}"]
     if reference is not None:
         labels = ("chain", "fixture") if compared_with == "the chain's" else ("first", "fixture")
