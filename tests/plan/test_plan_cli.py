@@ -38,6 +38,8 @@ DOCUMENT_KEYS = {
     "format",
     "current",
     "target",
+    "currentHeads",
+    "targetHeads",
     "maxLockMs",
     "sampleRows",
     "ok",

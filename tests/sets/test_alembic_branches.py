@@ -111,6 +111,10 @@ def test_a_set_with_two_heads_upgrades_both_and_refuses_head_as_alembic_does(
     report = upgrade(mset, ours)  # the default: every head, as `alembic upgrade heads`
     command.upgrade(config(root, theirs), "heads")
     assert report.after == "b5,c4" and report.applied == ["c4"]
+    doc = report.as_json()  # one-revision fields null at several heads, the lists say which
+    assert (doc["before"], doc["beforeHeads"]) == ("b5", ["b5"])
+    assert (doc["after"], doc["afterHeads"]) == (None, ["b5", "c4"])
+    assert (doc["target"], doc["targetHeads"]) == (None, ["b5", "c4"])
     assert _versions(ours) == _versions(theirs) == ["b5", "c4"]
     assert not catalog.differences(catalog.introspect(theirs), catalog.introspect(ours))
     # and the deploy that would fail on `upgrade head` is caught in CI

@@ -42,7 +42,7 @@ def verdict(doc: dict[str, Any]) -> str:
     """`2 statements over the 1 s lock budget, 1 table rewritten`."""
     statements = _statements(doc)
     if not doc["revisions"]:
-        at = doc["current"] or "nothing applied"
+        at = _at(doc) or "nothing applied"
         return f"{md.status(True)} queueguard plan: nothing pending (the target is at {at})"
     by = {v: sum(s["verdict"] == v for s in statements) for v in VERDICTS}
     parts = []
@@ -62,16 +62,23 @@ def verdict(doc: dict[str, Any]) -> str:
     return f"{md.status(doc['ok'], blocking)} queueguard plan: {', '.join(parts)}"
 
 
+def _at(doc: dict[str, Any]) -> str | None:
+    """Where the target is: its revision, or its heads (an Alembic set at several)."""
+    heads = doc.get("currentHeads") or []
+    return doc["current"] or (", ".join(heads) if heads else None)
+
+
 def _summary(doc: dict[str, Any]) -> str:
-    at = f"is at `{doc['current']}`" if doc["current"] else "has nothing of the set applied"
+    at = f"is at `{_at(doc)}`" if _at(doc) else "has nothing of the set applied"
     pending = count(len(doc["revisions"]), "revision")
     budget = (
         f"; lock budget (`--max-lock`) {duration_ms(doc['maxLockMs'])}"
         if doc["maxLockMs"] is not None
         else ""
     )
+    to = doc["target"] or ", ".join(doc.get("targetHeads") or [])
     return (
-        f"The {doc['format']} set: the target {at}, {pending} pending up to `{doc['target']}`, "
+        f"The {doc['format']} set: the target {at}, {pending} pending up to `{to}`, "
         f"{count(len(_statements(doc)), 'statement')}. Each statement was observed on a "
         f"scratch copy holding {doc['sampleRows']} rows per table; times are scaled to the "
         f"target's size{budget}."

@@ -132,6 +132,12 @@ def state_of(heads: Any) -> str | None:
     return ",".join(found) if found else None
 
 
+def one_revision(state: str | None) -> str | None:
+    """A document's one-revision field: the state when it names one revision, null when it
+    names several heads (the document's list beside it says which)."""
+    return None if state and "," in state else state
+
+
 def stretches(revisions: list[Revision]) -> list[list[Revision]]:
     """`revisions` cut into runs of consecutive Python revisions (run together, as one
     `alembic upgrade` runs them) and SQL revisions, each of those alone."""

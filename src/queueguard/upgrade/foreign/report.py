@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from queueguard.sets.model import heads_of, one_revision
+
 
 @dataclass
 class Step:
@@ -37,9 +39,13 @@ class SetUpgradeReport:
     def as_json(self) -> dict[str, Any]:
         return {
             "format": self.format,
-            "target": self.target,
-            "before": self.before,
-            "after": self.after,
+            # one revision each (null at several heads of an Alembic set), and the heads
+            "target": one_revision(self.target),
+            "before": one_revision(self.before),
+            "after": one_revision(self.after),
+            "targetHeads": list(heads_of(self.target)),
+            "beforeHeads": list(heads_of(self.before)),
+            "afterHeads": list(heads_of(self.after)),
             "applied": self.applied,
             "skipped": self.skipped,
             "resumed": self.resumed,

@@ -22,7 +22,7 @@ from queueguard.pg.scratch import ScratchDatabases
 from queueguard.sets import MigrationSet, Revision, adapter, alembic_version_table
 from queueguard.sets import alembic as alembic_format
 from queueguard.sets.alembic_render import BOOKKEEPING
-from queueguard.sets.model import stretches
+from queueguard.sets.model import heads_of, one_revision, stretches
 from queueguard.upgrade import locks
 from queueguard.upgrade.plan import apply, bill, python_revision, safer, sample
 from queueguard.upgrade.plan.observe import Observation, Q
@@ -50,8 +50,11 @@ class Plan:
         return {
             "schemaVersion": 1,
             "format": self.format,
-            "current": self.current,
-            "target": self.target,
+            # one revision each (null at several heads of an Alembic set), and the heads
+            "current": one_revision(self.current),
+            "target": one_revision(self.target),
+            "currentHeads": list(heads_of(self.current)),
+            "targetHeads": list(heads_of(self.target)),
             "maxLockMs": self.max_lock_ms,
             "sampleRows": self.sample_rows,
             "ok": not self.over,
