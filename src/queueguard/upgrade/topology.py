@@ -10,7 +10,9 @@ the fence — not the check — is what guarantees old hosts fail.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+import time
+from collections import deque
+from dataclasses import dataclass, field
 from typing import Any
 
 from queueguard.errors import StandbyTarget
@@ -80,7 +82,40 @@ POOLER_BLIND = (
 )
 
 
-def replica_lag_s(cursor: Any) -> float:
-    """On a primary: how far its slowest streaming standby is behind, in seconds."""
-    cursor.execute(Q["replica_lag"])
-    return float(cursor.fetchone()[0])
+@dataclass(frozen=True)
+class Lag:
+    """What a `LagWatch` read: the slowest standby's lag, and what is worth saying."""
+
+    seconds: float
+    standbys: int
+    #: WAL held back by inactive replication slots (a disconnected standby keeping one)
+    retained_bytes: float = 0.0
+    slots: str = ""
+
+
+@dataclass
+class LagWatch:
+    """How far a primary's slowest streaming standby is behind, in seconds — measured as well
+    as reported. `pg_stat_replication.replay_lag` is what the standby's feedback lets the
+    primary compute, and is null once the standby looks idle; the watch does not rely on it
+    alone: it remembers when it saw the primary's WAL at each position, and a standby is at
+    least as far behind as the oldest of those it has not replayed (its replay paused, or
+    stuck behind a conflict). The resolution is how often it is read (between batches)."""
+
+    seen: deque[tuple[float, float]] = field(default_factory=lambda: deque(maxlen=100_000))
+    #: what its reader has said once (no standby, a slot holding WAL back)
+    said: set[str] = field(default_factory=set)
+
+    def read(self, cursor: Any) -> Lag:
+        cursor.execute(Q["replica_positions"])
+        at, replayed, reported, standbys, retained, slots = cursor.fetchone()
+        now = time.monotonic()
+        self.seen.append((now, float(at)))
+        measured = 0.0
+        if replayed is not None:
+            # forget what every standby has replayed, keeping the newest such position
+            while len(self.seen) > 1 and self.seen[1][1] <= replayed:
+                self.seen.popleft()
+            ahead = [t for t, lsn in self.seen if lsn > replayed]
+            measured = now - ahead[0] if ahead else 0.0
+        return Lag(max(float(reported), measured), int(standbys), float(retained), slots or "")

@@ -9,7 +9,6 @@ import time
 from typing import Any
 
 from queueguard.errors import MigrationError
-from queueguard.upgrade import topology
 from queueguard.upgrade.online.report import OnlineReport, Progress, Tell
 from queueguard.upgrade.online.session import Cursor, Session
 
@@ -26,11 +25,11 @@ def _between(session: Session) -> None:
         time.sleep(session.knobs.pause_s)
     if session.knobs.max_lag_s is None:
         return
-    while True:
-        lag = session.read(topology.replica_lag_s)
+    while True:  # measured as well as reported: a paused replay reports no new lag
+        lag = session.read(session.lag_watch.read).seconds
         if lag <= session.knobs.max_lag_s or session.stop.is_set():
             return
-        time.sleep(min(1.0, lag - session.knobs.max_lag_s))
+        time.sleep(min(1.0, max(0.1, lag - session.knobs.max_lag_s)))
 
 
 def _record(session: Session, cursor: Cursor, rows: int, started: float) -> None:

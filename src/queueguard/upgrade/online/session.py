@@ -40,7 +40,7 @@ from queueguard.pg.connect import connect, connection_lost
 from queueguard.pg.dsn import redact
 from queueguard.pg.sqlfiles import parse_named
 from queueguard.revisions import SetFacts
-from queueguard.upgrade import locks
+from queueguard.upgrade import locks, topology
 from queueguard.upgrade.manifest import online_files
 from queueguard.upgrade.online.watch import Watch
 
@@ -110,6 +110,8 @@ class Session:
     ) -> None:
         """`ceiling`: the revision's `online_locks` (None: no lock on any table); `watch`:
         an observer that holds the autocommit statements to it too (verify's)."""
+        #: the standbys' lag through this migrator's batches (`--max-lag`)
+        self.lag_watch = topology.LagWatch()
         self.dsn, self.target, self.sql, self.knobs = dsn, target, sql, knobs
         self.ceiling = ceiling or {}
         self.watch = watch

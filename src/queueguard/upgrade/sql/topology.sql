@@ -17,7 +17,16 @@ SELECT pg_is_in_recovery(),
 -- The port the server listens on (a client on another port talks to a pooler or proxy).
 SELECT current_setting('port');
 
--- name: replica_lag
--- On a primary: the largest replay lag of its streaming standbys, in seconds (0 without any;
--- an idle standby reports no lag, which counts as caught up).
-SELECT coalesce(max(extract(epoch FROM replay_lag)), 0)::float8 FROM pg_stat_replication;
+
+-- name: replica_positions
+-- On a primary: where its WAL is, where its slowest streaming standby's replay is (bytes),
+-- the largest replay lag the standbys report, how many stream, and the WAL that inactive
+-- replication slots hold back (a disconnected standby keeping a slot), with their names.
+SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), '0/0')::float8,
+       (SELECT pg_wal_lsn_diff(min(replay_lsn), '0/0') FROM pg_stat_replication)::float8,
+       (SELECT coalesce(max(extract(epoch FROM replay_lag)), 0) FROM pg_stat_replication)::float8,
+       (SELECT count(*) FROM pg_stat_replication),
+       (SELECT coalesce(sum(pg_wal_lsn_diff(pg_current_wal_lsn(), restart_lsn)), 0)
+        FROM pg_replication_slots WHERE NOT active AND restart_lsn IS NOT NULL)::float8,
+       (SELECT string_agg(slot_name, ', ' ORDER BY slot_name) FROM pg_replication_slots
+        WHERE NOT active AND restart_lsn IS NOT NULL);

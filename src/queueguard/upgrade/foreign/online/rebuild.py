@@ -36,11 +36,13 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 import psycopg
 
 from queueguard.errors import MigrationError, RebuildRefused
+from queueguard.upgrade import topology
 from queueguard.upgrade.foreign.online import rebuild_shadow, rebuild_swap
 from queueguard.upgrade.foreign.online.choose import Form
 from queueguard.upgrade.foreign.online.context import Context
@@ -56,7 +58,13 @@ from queueguard.upgrade.foreign.online.rebuild_catalog import (
     fingerprint,
     schema_exists,
 )
-from queueguard.upgrade.foreign.online.rebuild_copy import Throttle, analyze, deduplicate, fill
+from queueguard.upgrade.foreign.online.rebuild_copy import (
+    Throttle,
+    analyze,
+    deduplicate,
+    fill,
+    hold_for_standbys,
+)
 from queueguard.upgrade.foreign.online.rebuild_ddl import INDEXES, Step, dump, split
 from queueguard.upgrade.foreign.online.rebuild_refusals import refusals
 from queueguard.upgrade.foreign.online.rebuild_replay import Pace, capture, replay
@@ -88,6 +96,8 @@ def run(
     on_progress: Progress | None = None,
 ) -> None:
     progress: Progress = on_progress or (lambda phase, done, total: None)
+    if throttle.max_lag_s is not None:  # this run's own watch of the standbys' lag
+        throttle = replace(throttle, watch=topology.LagWatch())
     pending = ctx.transaction(rebuild_swap.ledger)
     if pending is not None:
         if pending.statement != form.sql:
@@ -194,6 +204,10 @@ def _swap(ctx: Context, build: Build, throttle: Throttle, progress: Progress, pa
         def swap(conn: psycopg.Connection[Any], limit: int | None = limit) -> list[str]:
             return rebuild_swap.swap(conn, build, limit, locked)
 
+        # never swap while a standby lags past --max-lag: its ACCESS EXCLUSIVE is replayed
+        # there too, and queries on the standby wait for it (or are cancelled after
+        # max_standby_streaming_delay) once the standby reaches it
+        hold_for_standbys(ctx, throttle, progress)
         try:
             validations = ctx.transaction(swap)
         except rebuild_swap.Behind:

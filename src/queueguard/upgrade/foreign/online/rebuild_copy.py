@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import psycopg
@@ -34,6 +34,8 @@ class Throttle:
     batch_size: int = 5000  # rows per copy/replay batch
     pause_s: float = 0.0  # sleep between batches
     max_lag_s: float | None = None  # pause while a streaming standby lags more
+    #: the standbys' lag as measured through the run (`rebuild.run` gives each run its own)
+    watch: topology.LagWatch | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True)
@@ -147,7 +149,7 @@ def fill(ctx: Context, copy: CopyPlan, throttle: Throttle, progress: Progress) -
         step = _next_step(step, upper, done, throttle.batch_size)
         lower = upper
         if lower < pages:
-            between(ctx, throttle)
+            between(ctx, throttle, progress)
     return done
 
 
@@ -193,15 +195,43 @@ def no_row_security(conn: psycopg.Connection[Any]) -> None:
     conn.execute("SET LOCAL row_security = off")
 
 
-def between(ctx: Context, throttle: Throttle) -> None:
+def between(ctx: Context, throttle: Throttle, progress: Progress | None = None) -> None:
     """The pause between two batches, then wait while a streaming standby lags too far."""
     if throttle.pause_s:
         time.sleep(throttle.pause_s)
-    if throttle.max_lag_s is None:
+    hold_for_standbys(ctx, throttle, progress)
+
+
+def hold_for_standbys(ctx: Context, throttle: Throttle, progress: Progress | None) -> None:
+    """With `--max-lag`: wait while the slowest streaming standby is further behind than the
+    limit, saying so on the progress line (phase `standby lag`: ms behind, the limit in ms);
+    said once each: no standby to watch, and WAL an inactive replication slot holds back."""
+    if throttle.max_lag_s is None or throttle.watch is None:
         return
+    say = progress or (lambda phase, done, total: None)
+    waited = False
     while True:
-        lag = topology.replica_lag_s(ctx.conn.cursor())
+        lag = throttle.watch.read(ctx.conn.cursor())
         ctx.conn.rollback()
-        if lag <= throttle.max_lag_s:
+        if lag.retained_bytes and "slot" not in _said(throttle):
+            _said(throttle).add("slot")
+            say(f"standby slot {lag.slots} inactive, holding back WAL (bytes)",
+                int(lag.retained_bytes), None)  # fmt: skip
+        if not lag.standbys and "none" not in _said(throttle):
+            _said(throttle).add("none")
+            say("standby lag: no streaming standby connected, --max-lag has nothing to watch",
+                0, None)  # fmt: skip
+        behind, limit = int(lag.seconds * 1000), int(throttle.max_lag_s * 1000)
+        if lag.seconds <= throttle.max_lag_s:
+            if waited:  # the line says it goes on
+                say("standby lag", behind, limit)
             return
-        time.sleep(min(1.0, lag - throttle.max_lag_s))
+        waited = True
+        say("standby lag", behind, limit)
+        time.sleep(min(1.0, max(0.1, lag.seconds - throttle.max_lag_s)))
+
+
+def _said(throttle: Throttle) -> set[str]:
+    """What the throttle has said once already (kept on its watch: one per run)."""
+    assert throttle.watch is not None
+    return throttle.watch.said

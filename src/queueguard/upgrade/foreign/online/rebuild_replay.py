@@ -168,7 +168,7 @@ def replay(
             return done
         before = taken if taken < limit else None
         limit = throttle.batch_size
-        between(ctx, throttle)
+        between(ctx, throttle, progress)
 
 
 def _repeatable_read(ctx: Context, work: Callable[[psycopg.Connection[Any]], int]) -> int:
