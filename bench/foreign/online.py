@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Any
 
 import psycopg
+from psycopg.types.numeric import Int8
 
 from bench.common.commands import ROOT, shown
 from bench.common.doc_sections import replace_section
@@ -105,7 +106,8 @@ class Writers:
                     began = time.perf_counter()
                     choice = rng.random()
                     if choice < 0.4:
-                        c.execute(FILL, {"first": next_id, "last": next_id})
+                        # bigint: generate_series(smallint, smallint) is ambiguous
+                        c.execute(FILL, {"first": Int8(next_id), "last": Int8(next_id)})
                         next_id += 1
                     elif choice < 0.9:
                         c.execute(
@@ -133,8 +135,10 @@ class LockSampler:
     """The longest unbroken stretch a read- or write-blocking lock on the live table was
     seen granted to a queueguard session (polled every `interval_s`)."""
 
-    def __init__(self, dsn: str, table: str = TABLE, interval_s: float = 0.005) -> None:
-        self.dsn, self.table, self.interval_s = dsn, table, interval_s
+    def __init__(
+        self, dsn: str, table: str = TABLE, interval_s: float = 0.005, app_name: str = "queueguard%"
+    ) -> None:
+        self.dsn, self.table, self.interval_s, self.app_name = dsn, table, interval_s, app_name
         self.longest_s = 0.0
         self.mode = ""
         #: the machine's 1-minute load average, read about once a second
@@ -153,7 +157,7 @@ class LockSampler:
         query = (
             "SELECT l.pid, l.mode FROM pg_locks l JOIN pg_stat_activity a USING (pid) "
             f"WHERE l.locktype = 'relation' AND l.relation = to_regclass('public.{self.table}') "
-            "AND l.granted AND l.mode = ANY(%s) AND a.application_name LIKE 'queueguard%%'"
+            "AND l.granted AND l.mode = ANY(%s) AND a.application_name LIKE %s"
         )
         since: dict[tuple[int, str], float] = {}
         load_read = 0.0
@@ -163,7 +167,8 @@ class LockSampler:
                 if now - load_read >= 1.0:
                     self.loads.append(os.getloadavg()[0])
                     load_read = now
-                held = {(r[0], r[1]) for r in c.execute(query, (list(BLOCKING),)).fetchall()}
+                found = c.execute(query, (list(BLOCKING), self.app_name)).fetchall()
+                held = {(r[0], r[1]) for r in found}
                 for key in list(since):
                     if key not in held:
                         del since[key]
