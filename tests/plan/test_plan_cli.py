@@ -40,6 +40,8 @@ DOCUMENT_KEYS = {
     "target",
     "currentHeads",
     "targetHeads",
+    "walBytes",
+    "extraDiskBytes",
     "maxLockMs",
     "sampleRows",
     "ok",
@@ -56,6 +58,9 @@ STATEMENT_KEYS = {
     "estimate_ms",
     "held_ms",
     "basis",
+    "wal_bytes",
+    "wal_basis",
+    "extra_disk_bytes",
     "verdict",
     "safer",
     "waits_behind",
@@ -93,7 +98,7 @@ def _check_shape(doc: dict[str, Any]) -> None:
     assert set(doc) == DOCUMENT_KEYS
     assert doc["schemaVersion"] == 1
     for revision in doc["revisions"]:
-        assert set(revision) == {"id", "statements"}
+        assert set(revision) == {"id", "walBytes", "extraDiskBytes", "statements"}
         for i, s in enumerate(revision["statements"]):
             assert set(s) == STATEMENT_KEYS, s
             assert s["index"] == i

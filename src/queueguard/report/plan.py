@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from queueguard.report import markdown as md
-from queueguard.report.units import count, duration_ms, lock_mode
+from queueguard.report.units import count, duration_ms, lock_mode, size_bytes
 
 COMMAND = "plan"
 HEADER = (
@@ -28,8 +28,9 @@ HEADER = (
     "Rewrite / scan",
     "Verdict",
     "Safer form",
+    "WAL / new files",
 )
-ALIGN = "rlllrrllll"
+ALIGN = "rlllrrllllr"
 #: the statement verdicts a plan document holds (docs/interfaces.md, "Plan JSON")
 VERDICTS = ("ok", "blocks-writes", "blocks-reads", "exceeds-max-lock")
 
@@ -117,6 +118,7 @@ def _row(s: dict[str, Any], online: str | None = None) -> list[str]:
         _what(s),
         verdict_cell,
         md.text(online or s["safer"]) if (online or s["safer"]) else md.EMPTY,
+        f"{size_bytes(s.get('wal_bytes'))}<br>{size_bytes(s.get('extra_disk_bytes'))}",
     ]
 
 

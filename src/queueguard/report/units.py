@@ -55,3 +55,16 @@ def listing(items: Iterable[object], *, empty: str = "none") -> str:
 def lock_mode(pg_mode: str) -> str:
     """`AccessExclusiveLock` (pg_locks) → `ACCESS EXCLUSIVE` (SQL's LOCK … IN … MODE)."""
     return _CAMEL.sub(" ", pg_mode.removesuffix("Lock")).upper()
+
+
+def size_bytes(n: float | None) -> str:
+    """`512 B`, `48 kB`, `1.4 GB`: PostgreSQL's pg_size_pretty units, one decimal past kB."""
+    if n is None:
+        return "unknown"
+    if n < 1024:
+        return f"{int(n)} B"
+    for unit, scale in (("kB", 2**10), ("MB", 2**20), ("GB", 2**30), ("TB", 2**40)):
+        if n < scale * 1024 or unit == "TB":
+            value = n / scale
+            return f"{value:.0f} {unit}" if unit == "kB" else f"{value:.1f} {unit}"
+    return f"{n} B"

@@ -18,7 +18,14 @@ import psycopg
 
 from queueguard.sets.split import code_of, is_transaction_control
 from queueguard.upgrade.plan import sample
-from queueguard.upgrade.plan.observe import Observation, diff, outside, state
+from queueguard.upgrade.plan.observe import (
+    Observation,
+    WalMeter,
+    diff,
+    new_files,
+    outside,
+    state,
+)
 
 __all__ = ["code_of", "is_transaction_control", "traced"]
 
@@ -58,9 +65,11 @@ def traced(conn: psycopg.Connection[Any], dsn: str, statements: Sequence[str]) -
     """
     conn.autocommit = False
     seen: list[Observation] = []
+    meter = WalMeter(conn)
     for index, statement in enumerate(statements):
         if is_transaction_control(statement):
             continue
+        wal_before = meter.mark(conn)
         error: psycopg.Error | None = None
         for _attempt in range(10):
             before = state(conn)
@@ -79,19 +88,34 @@ def traced(conn: psycopg.Connection[Any], dsn: str, statements: Sequence[str]) -
                 raise StatementFailed(index, statement, error) from error
             conn.autocommit = True
             try:
-                seen.append(outside(conn, dsn, statement))
+                observed = outside(conn, dsn, statement)
+                observed.disk_bytes = new_files(conn, [*observed.rewrites, *observed.created])
             except psycopg.Error as inner:
                 raise StatementFailed(index, statement, inner) from inner
             finally:
                 conn.autocommit = False
+            _metered(observed, meter, conn, wal_before, 1)
+            seen.append(observed)
             continue
         seconds = time.perf_counter() - started
         observed = diff(statement, before, state(conn), seconds)
+        runs = 1
         if observed.rewrites and seconds >= REPEAT_ABOVE_S:
-            observed.seconds = _median_of_runs(conn, statement, seconds)
-        seen.append(observed)
+            observed.seconds, runs = _median_of_runs(conn, statement, seconds), REPEATS
+        observed.disk_bytes = new_files(conn, [*observed.rewrites, *observed.created])
         conn.commit()
+        _metered(observed, meter, conn, wal_before, runs)
+        seen.append(observed)
     return seen
+
+
+def _metered(
+    observed: Observation, meter: WalMeter, conn: psycopg.Connection[Any], before: int, runs: int
+) -> None:
+    """The statement's WAL: from the mark before it to one after its commit, shared by the
+    runs of it a median took (a run rolled back writes what a committed one does)."""
+    observed.wal_bytes = max(0, meter.mark(conn) - before) // runs
+    observed.wal_own = meter.own
 
 
 def _median_of_runs(conn: psycopg.Connection[Any], statement: str, first: float) -> float:

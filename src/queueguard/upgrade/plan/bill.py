@@ -87,6 +87,10 @@ class Line:
     estimate_ms: float = 0.0
     held_ms: float = 0.0
     basis: str = ""
+    #: its WAL and the new relation files it keeps beside the old until commit, at the
+    #: target's size (`bytes_at_target`)
+    wal_bytes: int = 0
+    extra_disk_bytes: int = 0
     verdict: str = "ok"
     blocking: list[tuple[str, str]] = field(default_factory=list)
     waits_behind: list[Blocker] = field(default_factory=list)
@@ -182,6 +186,36 @@ def estimate(
     return scaled + read_ms, basis
 
 
+def bytes_at_target(
+    seen: Observation,
+    sample: Mapping[str, Size],
+    target: Mapping[str, Size],
+    indexes: Mapping[str, str],
+    reference: Mapping[str, Size] | None = None,
+) -> tuple[int, int]:
+    """(wal_bytes, extra_disk_bytes) of a statement on the target: what it wrote on the
+    sample, scaled by the bytes its work covers there over the sample's (the table's heap
+    and indexes for a rewrite, its heap for an index build or a scan; a sort's n·log n is
+    time, not bytes). Catalog only: as on the sample. `reference`: as for `estimate`."""
+    named = {_table_of(n, indexes) for n in [*seen.rewrites, *seen.scans, *seen.created]}
+    works = {t: w for t in named if t in target and t in sample and (w := _work(t, seen, indexes))}
+    ratios = [_bytes_ratio(w, sample[t], target[t], (reference or {}).get(t))
+              for t, w in works.items()]  # fmt: skip
+    factor = max(ratios) if ratios else 1.0
+    return round(seen.wal_bytes * factor), round(seen.disk_bytes * factor)
+
+
+def _bytes_ratio(work: str, sample: Size, target: Size, reference: Size | None) -> float:
+    """How the bytes of a kind of work grow from the sample to the target: never below the
+    sample's own (earlier statements may have grown it), but down from a fleet group's
+    largest target (`reference`) to a smaller one in proportion."""
+    wanted = _scaled(work, target)
+    if reference is not None and wanted < _scaled(work, reference):
+        top = _scaled(work, reference)
+        return max(1.0, top / _scaled(work, sample)) * wanted / top
+    return max(1.0, wanted / _scaled(work, sample))
+
+
 def _scaled(work: str, size: Size) -> int:
     """The bytes a kind of work scales with."""
     return size.bytes if work == "rewrites" else size.heap
@@ -234,6 +268,9 @@ def document(line: Line) -> dict[str, Any]:
         "estimate_ms": round(line.estimate_ms, 1),
         "held_ms": round(line.held_ms, 1),
         "basis": line.basis,
+        "wal_bytes": line.wal_bytes,
+        "wal_basis": "its session's" if s.wal_own else "upper bound, server-wide",
+        "extra_disk_bytes": line.extra_disk_bytes,
         "verdict": line.verdict,
         "safer": line.safer,
         "waits_behind": [

@@ -63,6 +63,11 @@ class Observation:
     rewrites: list[str] = field(default_factory=list)
     scans: list[str] = field(default_factory=list)
     error: str | None = None
+    #: WAL it wrote on the sample (`wal_own`: its session's alone, else the server's)
+    wal_bytes: int = 0
+    wal_own: bool = False
+    #: the new relation files it left on the sample (what it rewrote and created)
+    disk_bytes: int = 0
 
 
 def relations(conn: psycopg.Connection[Any]) -> dict[int, Relation]:
@@ -257,3 +262,32 @@ def _flushed_scans(conn: psycopg.Connection[Any]) -> dict[int, int]:
     conn.execute(Q["flush_stats"])
     conn.execute("SELECT 1")  # idle in between: the forced flush happens here
     return {r[0]: r[1] for r in conn.execute(Q["table_scans"]).fetchall()}
+
+
+class WalMeter:
+    """The WAL a session writes, statement by statement, read between two transactions: on
+    PostgreSQL 18 its own (`pg_stat_get_backend_wal`, its statistics flushed first), before
+    that the server's insert position, which counts every session ("upper bound,
+    server-wide")."""
+
+    def __init__(self, conn: psycopg.Connection[Any]) -> None:
+        self.own = conn.info.server_version >= 180000
+
+    def mark(self, conn: psycopg.Connection[Any]) -> int:
+        if self.own:
+            conn.execute(Q["wal_flush"])
+            conn.commit()
+            row = conn.execute(Q["backend_wal"]).fetchone()
+        else:
+            row = conn.execute(Q["server_wal"]).fetchone()
+        if not conn.autocommit:
+            conn.commit()
+        return int(row[0]) if row and row[0] is not None else 0
+
+
+def new_files(conn: psycopg.Connection[Any], names: list[str]) -> int:
+    """The bytes of the relations named (a statement's rewrites and creations)."""
+    if not names:
+        return 0
+    row = conn.execute(Q["relation_bytes"], {"names": names}).fetchone()
+    return int(row[0]) if row else 0

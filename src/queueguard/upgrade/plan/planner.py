@@ -59,9 +59,21 @@ class Plan:
             "sampleRows": self.sample_rows,
             "ok": not self.over,
             "revisions": [
-                {"id": rid, "statements": [bill.document(line) for line in lines]}
+                {
+                    "id": rid,
+                    "walBytes": sum(line.wal_bytes for line in lines),
+                    # a revision's new files are all kept until its commit
+                    "extraDiskBytes": sum(line.extra_disk_bytes for line in lines),
+                    "statements": [bill.document(line) for line in lines],
+                }
                 for rid, lines in self.revisions
             ],
+            # the run's WAL, and the most extra disk a revision keeps until its commit
+            "walBytes": sum(line.wal_bytes for _, lines in self.revisions for line in lines),
+            "extraDiskBytes": max(
+                (sum(line.extra_disk_bytes for line in lines) for _, lines in self.revisions),
+                default=0,
+            ),
         }
 
 
@@ -229,6 +241,9 @@ def bill_traced(
                 line.seen, one.sizes, target_sizes, indexes, reference,
                 fixed.get((one.revision.id, line.index, line.seen.sql), 0.0),
             )  # fmt: skip
+            line.wal_bytes, line.extra_disk_bytes = bill.bytes_at_target(
+                line.seen, one.sizes, target_sizes, indexes, reference
+            )
         bill.held(lines)
         for line in lines:
             line.blocking = [

@@ -94,3 +94,23 @@ FROM pg_constraint c
 JOIN pg_namespace n ON n.oid = c.connamespace
 WHERE c.contype = 'f' AND n.nspname NOT IN ('pg_catalog', 'information_schema')
   AND n.nspname <> ALL(%(leave_out)s::text[]);
+
+-- name: wal_flush
+-- Ask this backend's pending statistics to be flushed at the end of this transaction (its
+-- WAL counters then read true in the next one: pg_stat_get_backend_wal, PostgreSQL 18).
+SELECT pg_stat_force_next_flush();
+
+-- name: backend_wal
+-- The WAL this backend has written, in bytes (PostgreSQL 18: its own, no other session's).
+SELECT wal_bytes FROM pg_stat_get_backend_wal(pg_backend_pid());
+
+-- name: server_wal
+-- Where the server's WAL insertion is, in bytes (before 18: every session's WAL counts).
+SELECT pg_wal_lsn_diff(pg_current_wal_insert_lsn(), '0/0');
+
+-- name: relation_bytes
+-- The size of relations by name (main fork, and a table's TOAST and indexes with it): the
+-- new files a statement wrote (what it rewrote, what it created).
+SELECT coalesce(sum(CASE WHEN c.relkind IN ('r', 'm', 'p') THEN pg_total_relation_size(c.oid)
+                         ELSE pg_relation_size(c.oid) END), 0)
+FROM pg_class c WHERE c.oid::regclass::text = ANY(%(names)s);

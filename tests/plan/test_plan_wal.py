@@ -1,0 +1,77 @@
+"""plan's WAL and extra disk: a rewrite, an index build and a validation observed on a sample
+of a tenth of the table, scaled to the table, against the same statements run on a copy of
+it (generous bounds: the ratios are printed)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import psycopg
+
+from queueguard import sets
+from queueguard.pg import scratch
+from queueguard.upgrade.plan.observe import WalMeter, new_files
+from queueguard.upgrade.plan.planner import plan
+
+ROWS, SAMPLE = 40_000, 4_000
+#: the index and the validation are on a table of their own: after the rewrite, the first scan
+#: of `t`'s new pages sets their hint bits, whose full-page images depend on checkpoints
+TARGET = f"""
+CREATE TABLE t (id bigint PRIMARY KEY, v int NOT NULL, w text NOT NULL);
+INSERT INTO t SELECT g, g, md5(g::text) FROM generate_series(1, {ROWS}) g;
+CREATE TABLE u (LIKE t INCLUDING ALL);
+INSERT INTO u SELECT * FROM t;
+"""
+STATEMENTS = {
+    "0001": "ALTER TABLE t ALTER COLUMN v TYPE bigint",  # a rewrite: heap and index again
+    "0002": "CREATE INDEX u_w ON u (w)",  # an index build
+    "0003": "ALTER TABLE u ADD CONSTRAINT u_v CHECK (v >= 0)",  # a validation: a scan
+}
+
+
+def _real(dsn: str) -> dict[str, tuple[int, int]]:
+    """Each statement on a copy of the table, its WAL and new files measured alike."""
+    found = {}
+    with psycopg.connect(dsn) as conn:
+        meter = WalMeter(conn)
+        for rid, statement in STATEMENTS.items():
+            before = meter.mark(conn)
+            conn.execute(statement)
+            disk = new_files(conn, ["t"] if rid == "0001" else ["u_w"] if rid == "0002" else [])
+            conn.commit()
+            found[rid] = (meter.mark(conn) - before, disk)
+    return found
+
+
+def test_wal_and_disk_scaled_from_a_tenth_are_within_twice_the_real(
+    tmp_path: Path, make_db: Callable[..., str], pg_admin_dsn: str
+) -> None:
+    for name, statement in STATEMENTS.items():
+        (tmp_path / f"{name}.sql").write_text(statement + ";\n")
+    target = make_db()
+    with psycopg.connect(target, autocommit=True) as conn:
+        conn.execute(TARGET)  # type: ignore[arg-type]
+        conn.execute("VACUUM (FREEZE, ANALYZE)")  # hint bits set, as on the sample
+    copy = make_db(template=scratch.dbname_of(target))
+    doc = plan(
+        sets.load(tmp_path, "sqldir"), target, scratch_admin=pg_admin_dsn, sample_rows=SAMPLE
+    ).document()
+    real = _real(copy)
+    billed = {r["id"]: r["statements"][0] for r in doc["revisions"]}
+    for rid in ("0001", "0002"):
+        wal, disk = billed[rid]["wal_bytes"], billed[rid]["extra_disk_bytes"]
+        real_wal, real_disk = real[rid]
+        print(f"{rid}: WAL {wal} vs {real_wal} ({wal / real_wal:.2f}), "
+              f"disk {disk} vs {real_disk} ({disk / real_disk:.2f})")  # fmt: skip
+        assert 0.5 <= wal / real_wal <= 2, (rid, wal, real_wal)
+        assert 0.5 <= disk / real_disk <= 2, (rid, disk, real_disk)
+    # a validation only reads: its WAL is small on both sides, and it leaves no new file
+    assert billed["0003"]["extra_disk_bytes"] == 0 == real["0003"][1]
+    assert billed["0003"]["wal_bytes"] < 1_000_000 and real["0003"][0] < 1_000_000
+    assert doc["walBytes"] == sum(s["wal_bytes"] for s in billed.values())
+    assert doc["extraDiskBytes"] == max(s["extra_disk_bytes"] for s in billed.values())
+    assert {s["wal_basis"] for s in billed.values()} <= {
+        "its session's",
+        "upper bound, server-wide",
+    }
