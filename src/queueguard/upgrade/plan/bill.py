@@ -89,8 +89,8 @@ class Line:
     basis: str = ""
     #: its WAL and the new relation files it keeps beside the old until commit, at the
     #: target's size (`bytes_at_target`)
-    wal_bytes: int = 0
-    extra_disk_bytes: int = 0
+    wal_bytes: int | None = None
+    extra_disk_bytes: int | None = None
     verdict: str = "ok"
     blocking: list[tuple[str, str]] = field(default_factory=list)
     waits_behind: list[Blocker] = field(default_factory=list)
@@ -192,8 +192,9 @@ def bytes_at_target(
     target: Mapping[str, Size],
     indexes: Mapping[str, str],
     reference: Mapping[str, Size] | None = None,
-) -> tuple[int, int]:
-    """(wal_bytes, extra_disk_bytes) of a statement on the target: what it wrote on the
+) -> tuple[int | None, int | None]:
+    """(wal_bytes, extra_disk_bytes) of a statement on the target (None: not measured on the
+    sample, a Python revision's statement): what it wrote on the
     sample, scaled by the bytes its work covers there over the sample's (the table's heap
     and indexes for a rewrite, its heap for an index build or a scan; a sort's n·log n is
     time, not bytes). Catalog only: as on the sample. `reference`: as for `estimate`."""
@@ -202,7 +203,11 @@ def bytes_at_target(
     ratios = [_bytes_ratio(w, sample[t], target[t], (reference or {}).get(t))
               for t, w in works.items()]  # fmt: skip
     factor = max(ratios) if ratios else 1.0
-    return round(seen.wal_bytes * factor), round(seen.disk_bytes * factor)
+    wal, disk = seen.wal_bytes, seen.disk_bytes
+    return (
+        None if wal is None else round(wal * factor),
+        None if disk is None else round(disk * factor),
+    )
 
 
 def _bytes_ratio(work: str, sample: Size, target: Size, reference: Size | None) -> float:
@@ -255,6 +260,12 @@ def held(lines: Sequence[Line]) -> None:
         line.held_ms = sum(x.estimate_ms for x in lines[i:run_end])
 
 
+def _wal_basis(seen: Observation) -> str:
+    if seen.wal_bytes is None:
+        return "not measured (a Python revision's statement)"
+    return "its session's" if seen.wal_own else "upper bound, server-wide"
+
+
 def document(line: Line) -> dict[str, Any]:
     s = line.seen
     return {
@@ -269,7 +280,7 @@ def document(line: Line) -> dict[str, Any]:
         "held_ms": round(line.held_ms, 1),
         "basis": line.basis,
         "wal_bytes": line.wal_bytes,
-        "wal_basis": "its session's" if s.wal_own else "upper bound, server-wide",
+        "wal_basis": _wal_basis(s),
         "extra_disk_bytes": line.extra_disk_bytes,
         "verdict": line.verdict,
         "safer": line.safer,

@@ -63,11 +63,12 @@ class Observation:
     rewrites: list[str] = field(default_factory=list)
     scans: list[str] = field(default_factory=list)
     error: str | None = None
-    #: WAL it wrote on the sample (`wal_own`: its session's alone, else the server's)
-    wal_bytes: int = 0
+    #: WAL it wrote on the sample (`wal_own`: its session's alone, else the server's); None:
+    #: not measured (a Python revision's statements run inside its env.py)
+    wal_bytes: int | None = None
     wal_own: bool = False
     #: the new relation files it left on the sample (what it rewrote and created)
-    disk_bytes: int = 0
+    disk_bytes: int | None = None
 
 
 def relations(conn: psycopg.Connection[Any]) -> dict[int, Relation]:

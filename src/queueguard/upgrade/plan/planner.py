@@ -9,7 +9,7 @@ as `upgrade` applies it, each statement watched (`observe`), then priced (`bill`
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -61,20 +61,25 @@ class Plan:
             "revisions": [
                 {
                     "id": rid,
-                    "walBytes": sum(line.wal_bytes for line in lines),
+                    "walBytes": _total(line.wal_bytes for line in lines),
                     # a revision's new files are all kept until its commit
-                    "extraDiskBytes": sum(line.extra_disk_bytes for line in lines),
+                    "extraDiskBytes": _total(line.extra_disk_bytes for line in lines),
                     "statements": [bill.document(line) for line in lines],
                 }
                 for rid, lines in self.revisions
             ],
             # the run's WAL, and the most extra disk a revision keeps until its commit
-            "walBytes": sum(line.wal_bytes for _, lines in self.revisions for line in lines),
+            "walBytes": _total(line.wal_bytes for _, ls in self.revisions for line in ls),
             "extraDiskBytes": max(
-                (sum(line.extra_disk_bytes for line in lines) for _, lines in self.revisions),
+                (_total(line.extra_disk_bytes for line in ls) for _, ls in self.revisions),
                 default=0,
             ),
         }
+
+
+def _total(values: Iterable[int | None]) -> int:
+    """A sum of the figures measured (a Python revision's statements have none)."""
+    return sum(v for v in values if v is not None)
 
 
 def current_revision(mset: MigrationSet, target_dsn: str) -> str | None:
