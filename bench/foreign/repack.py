@@ -162,11 +162,14 @@ def _repack(dsn: str) -> None:
     found = params(dsn)
     with psycopg.connect(dsn, autocommit=True) as conn:
         conn.execute("CREATE EXTENSION IF NOT EXISTS pg_repack")
+    where = [f"--{key}={found[key]}" for key in ("host", "port") if key in found]
+    env = dict(os.environ)  # the password, if any, through the environment, never argv
+    if "password" in found:
+        env["PGPASSWORD"] = found["password"]
     done = subprocess.run(
-        [str(PG_REPACK), f"--table=public.{TABLE}", "--no-kill-backend", "--jobs=1",
-         "-h", found.get("host", ""), "-p", found.get("port", "5432"),
-         "-U", found.get("user", "postgres"), "-d", found["dbname"]],
-        capture_output=True, text=True, check=False,
+        [str(PG_REPACK), f"--table=public.{TABLE}", "--no-kill-backend", "--jobs=1", *where,
+         f"--username={found.get('user', 'postgres')}", f"--dbname={found['dbname']}"],
+        capture_output=True, text=True, check=False, env=env,
     )  # fmt: skip
     if done.returncode != 0:
         raise SystemExit(f"pg_repack failed: {done.stderr[-2000:]}")
@@ -185,14 +188,16 @@ def case(name: str, dsn: str, rows: int, writers_n: int) -> dict[str, Any]:
     disk.start()
     sampler.start()
     writers.start()
-    time.sleep(1.0)
-    began = time.perf_counter()
-    _repack(dsn) if name == "pg_repack" else _rebuild(dsn)
-    total = time.perf_counter() - began
-    time.sleep(1.0)
-    writers.stop()
-    sampler.stop()
-    extra = disk.stop()
+    try:
+        time.sleep(1.0)
+        began = time.perf_counter()
+        _repack(dsn) if name == "pg_repack" else _rebuild(dsn)
+        total = time.perf_counter() - began
+        time.sleep(1.0)
+    finally:  # a failure stops the threads too
+        writers.stop()
+        sampler.stop()
+        extra = disk.stop()
     if writers.errors:
         raise SystemExit(f"{name}: writers failed: {writers.errors[:3]}")
     if _relfilenode(dsn) == node:
@@ -206,7 +211,7 @@ def case(name: str, dsn: str, rows: int, writers_n: int) -> dict[str, Any]:
         "writer_ops": writers.ops,
         "wal_mb": round(_wal_since(dsn, before) / 2**20, 1),
         "extra_disk_mb": round(extra / 2**20, 1),
-        "load": [round(min(sampler.loads), 1), round(max(sampler.loads), 1)],
+        "load": [round(min(sampler.loads, default=0), 1), round(max(sampler.loads, default=0), 1)],
     }
 
 

@@ -288,3 +288,15 @@ def test_a_runner_joining_a_live_run_runs_no_ddl_on_the_control_database(fleet: 
         # a lock it waited for would fail it after 1 s (ConnectionFailed, exit 2)
         control.open_control(with_params(fleet.control, options="-c lock_timeout=1s")).close()
         holder.rollback()
+
+
+def test_a_control_database_an_earlier_version_made_gets_its_new_columns(fleet: Fleet) -> None:
+    """The no-DDL path is taken only when the schema is as this version makes it: a control
+    database without a column added later is brought up to date (once, under the lock)."""
+    control.open_control(fleet.control).close()
+    fleet.sql(fleet.control, "ALTER TABLE queueguard_fleet.targets DROP COLUMN refusal")
+    control.open_control(fleet.control).close()
+    found = fleet.sql(fleet.control, "SELECT count(*) FROM pg_attribute WHERE attrelid = "
+                      "'queueguard_fleet.targets'::regclass AND attname = 'refusal' "
+                      "AND NOT attisdropped")  # fmt: skip
+    assert found == [(1,)]

@@ -75,3 +75,14 @@ def test_wal_and_disk_scaled_from_a_tenth_are_within_twice_the_real(
         "its session's",
         "upper bound, server-wide",
     }
+
+
+def test_an_index_named_with_its_table_is_counted_once(make_db: Callable[..., str]) -> None:
+    with psycopg.connect(make_db(), autocommit=True) as conn:
+        conn.execute("CREATE TABLE t (id bigint PRIMARY KEY, w text)")
+        conn.execute("INSERT INTO t SELECT g, md5(g::text) FROM generate_series(1, 5000) g")
+        total = conn.execute("SELECT pg_total_relation_size('t')").fetchone()
+        assert total is not None
+        assert new_files(conn, ["t", "t_pkey"]) == new_files(conn, ["t"]) == total[0]
+        index = conn.execute("SELECT pg_relation_size('t_pkey')").fetchone()
+        assert index is not None and new_files(conn, ["t_pkey"]) == index[0]

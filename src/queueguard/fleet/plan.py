@@ -175,7 +175,10 @@ def _trace(
             for i in range(count)
         ]  # fmt: skip
         seen = planner.traced(mset, pending, copy)
-        fixed = planner.traced(mset, pending, empty)
+        try:  # a revision that needs rows (a data migration) may fail on no rows at all:
+            fixed = planner.traced(mset, pending, empty)  # then no part is fixed
+        except (QueueguardError, psycopg.Error):
+            fixed = []
         statements_ms = sum(o.seconds for t in seen for o in t.seen) * 1000
         warm = clones[: count - 1 - (at_once if at_once > 1 else 0)]
         alone, together = clones[len(warm)], clones[len(warm) + 1 :]

@@ -185,8 +185,11 @@ class Runner:
             self._event(name, "done", None, target, None)
 
     def _past(self, at: str, target: str | None) -> bool:
+        """Whether a target is past the target revision (one line of revisions only: on a
+        set that branches, another branch's revision is not "past"; its claim upgrades it
+        as Alembic would, or says why not)."""
         ids = self.mset.ids
-        if target is None or at not in ids:
+        if target is None or at not in ids or target not in ids or self.mset.steps is not None:
             return False
         return ids.index(at) > ids.index(target)
 

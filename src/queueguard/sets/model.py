@@ -9,7 +9,7 @@ or traces statements is shared.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -86,6 +86,15 @@ class MigrationSet:
     @property
     def span(self) -> str:
         return f"{self.ids[0]}…{self.ids[-1]}" if self.ids else "no revisions"
+
+    def end_of(self, revisions: Sequence[Revision]) -> str:
+        """The state applying `revisions` (in upgrade order) ends in: the last of them on one
+        line; on a set that branches, the heads among them (`state_of`), so that upgrading
+        to it applies every one of them and nothing else."""
+        if self.steps is None:
+            return revisions[-1].id
+        parents = {p for r in revisions for p in heads_of(r.down)}
+        return state_of(r.id for r in revisions if r.id not in parents) or revisions[-1].id
 
     def resolve(self, to: str | None) -> str | None:
         """`--to`'s argument as a revision id: None or `head` → the head; Temporal's `v1.8`

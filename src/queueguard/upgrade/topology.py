@@ -100,7 +100,10 @@ class LagWatch:
     primary compute, and is null once the standby looks idle; the watch does not rely on it
     alone: it remembers when it saw the primary's WAL at each position, and a standby is at
     least as far behind as the oldest of those it has not replayed (its replay paused, or
-    stuck behind a conflict). The resolution is how often it is read (between batches)."""
+    stuck behind a conflict), less the age of the standby's last report (a quiet standby
+    reports its replay position only every `wal_receiver_status_interval`). Physical
+    standbys only: a logical walsender replays nothing. The resolution is how often it is
+    read (between batches)."""
 
     seen: deque[tuple[float, float]] = field(default_factory=lambda: deque(maxlen=100_000))
     #: what its reader has said once (no standby, a slot holding WAL back)
@@ -108,7 +111,7 @@ class LagWatch:
 
     def read(self, cursor: Any) -> Lag:
         cursor.execute(Q["replica_positions"])
-        at, replayed, reported, standbys, retained, slots = cursor.fetchone()
+        at, replayed, reported, standbys, report_age, retained, slots = cursor.fetchone()
         now = time.monotonic()
         self.seen.append((now, float(at)))
         measured = 0.0
@@ -117,5 +120,7 @@ class LagWatch:
             while len(self.seen) > 1 and self.seen[1][1] <= replayed:
                 self.seen.popleft()
             ahead = [t for t, lsn in self.seen if lsn > replayed]
-            measured = now - ahead[0] if ahead else 0.0
+            # the replay position is as old as the standby's last report (a quiet standby
+            # reports every wal_receiver_status_interval): behind by at least the rest
+            measured = max(0.0, now - ahead[0] - float(report_age)) if ahead else 0.0
         return Lag(max(float(reported), measured), int(standbys), float(retained), slots or "")

@@ -4,10 +4,15 @@
 -- raises it, and a write that names an older fence changes nothing.
 
 -- name: set_up
--- Whether the schema is in place (its last object made): a runner joining a run others
--- work then runs no DDL, whose locks (even an IF NOT EXISTS one's) would queue the others'
--- claims behind it.
-SELECT to_regclass('queueguard_fleet.targets_to_claim') IS NOT NULL;
+-- Whether the schema is in place as this version makes it (its last object, and the
+-- columns later versions added): a runner joining a run others work then runs no DDL, whose
+-- locks (even an IF NOT EXISTS one's) would queue the others' claims behind it.
+SELECT to_regclass('queueguard_fleet.targets_to_claim') IS NOT NULL
+   AND (SELECT count(*) FROM pg_attribute
+        WHERE NOT attisdropped
+          AND ((attrelid = to_regclass('queueguard_fleet.runs') AND attname = 'active_until')
+            OR (attrelid = to_regclass('queueguard_fleet.targets') AND attname = 'refusal')))
+       = 2;
 
 -- name: setup_lock
 -- Runners starting together create the schema once.
@@ -71,6 +76,9 @@ CREATE TABLE IF NOT EXISTS queueguard_fleet.targets (
     refusal text,
     PRIMARY KEY (run_id, name)
 );
+-- columns later versions added, for a control database an earlier version made
+ALTER TABLE queueguard_fleet.runs ADD COLUMN IF NOT EXISTS active_until timestamptz;
+ALTER TABLE queueguard_fleet.targets ADD COLUMN IF NOT EXISTS refusal text;
 -- the claim's order, over what is left to claim: a claim reads the next target, not the
 -- whole wave (10,000 targets made every claim a sort of the rest)
 CREATE INDEX IF NOT EXISTS targets_to_claim ON queueguard_fleet.targets

@@ -24,7 +24,8 @@ FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
 WHERE c.relkind IN ('r', 'p') AND NOT c.relispartition
   AND n.nspname NOT IN ('pg_catalog', 'information_schema') AND n.nspname !~ '^pg_'
   AND n.nspname !~ '^queueguard_'
-  AND c.relname <> ALL(%(keep)s::text[]);
+  AND c.relname <> ALL(%(keep)s::text[])
+  AND n.nspname || '.' || c.relname <> ALL(%(keep)s::text[]);
 
 -- name: current_schema
 SELECT current_schema();

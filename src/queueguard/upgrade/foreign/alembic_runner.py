@@ -74,7 +74,7 @@ def upgrade_in_parts(
     report = SetUpgradeReport(mset.format, target, before)
     pending = mset.pending(before, target)
     for part in stretches(pending):
-        end = part[-1].id
+        end = mset.end_of(part)
         if part[0].statements is None:
             done = upgrade(mset, dsn, end, limits, on_step)
         else:

@@ -127,7 +127,11 @@ def _python_chain(
     except QueueguardError as exc:
         failure = exc
     at = data.at_revision(mset, chain)
-    applied = list(mset.revisions[: mset.ids.index(at) + 1]) if at in mset.ids else []
+    if mset.steps is not None:  # a set that branches: what upgrading from `at` would not apply
+        left = {r.id for r in mset.pending(at)}
+        applied = [r for r in mset.revisions if r.id not in left]
+    else:
+        applied = list(mset.revisions[: mset.ids.index(at) + 1]) if at in mset.ids else []
     try:
         traced = python_revision.traced(mset, watched, applied)
     except MigrationError as exc:

@@ -158,5 +158,5 @@ def traced(mset: MigrationSet, dsn: str, revisions: Sequence[Revision]) -> list[
         done[-1].indexes = {**indexes, **done[-1].indexes}
 
     hooks = alembic_format.Hooks(around=watcher.run, started=started, applied=applied)
-    alembic_format.upgrade_to(mset, dsn, revisions[-1].id, hooks=hooks)
+    alembic_format.upgrade_to(mset, dsn, mset.end_of(revisions), hooks=hooks)
     return done

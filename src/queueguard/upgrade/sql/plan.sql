@@ -113,4 +113,8 @@ SELECT pg_wal_lsn_diff(pg_current_wal_insert_lsn(), '0/0');
 -- new files a statement wrote (what it rewrote, what it created).
 SELECT coalesce(sum(CASE WHEN c.relkind IN ('r', 'm', 'p') THEN pg_total_relation_size(c.oid)
                          ELSE pg_relation_size(c.oid) END), 0)
-FROM pg_class c WHERE c.oid::regclass::text = ANY(%(names)s);
+FROM pg_class c
+WHERE c.oid::regclass::text = ANY(%(names)s)
+  -- an index whose table is named already is in that table's total
+  AND NOT (c.relkind = 'i' AND (SELECT i.indrelid::regclass::text FROM pg_index i
+                                WHERE i.indexrelid = c.oid) = ANY(%(names)s));

@@ -20,12 +20,21 @@ SELECT current_setting('port');
 
 -- name: replica_positions
 -- On a primary: where its WAL is, where its slowest streaming standby's replay is (bytes),
--- the largest replay lag the standbys report, how many stream, and the WAL that inactive
--- replication slots hold back (a disconnected standby keeping a slot), with their names.
+-- the largest replay lag the standbys report, how many stream, how old the slowest one's
+-- last report is (seconds), and the WAL that inactive replication slots hold back (a
+-- disconnected standby keeping a slot), with their names. Standbys only: a logical
+-- walsender (a subscription, a CDC consumer) replays nothing and is left out.
+WITH standby AS (
+    SELECT * FROM pg_stat_replication r
+    WHERE NOT EXISTS (SELECT 1 FROM pg_replication_slots s
+                      WHERE s.active_pid = r.pid AND s.slot_type = 'logical')
+)
 SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), '0/0')::float8,
-       (SELECT pg_wal_lsn_diff(min(replay_lsn), '0/0') FROM pg_stat_replication)::float8,
-       (SELECT coalesce(max(extract(epoch FROM replay_lag)), 0) FROM pg_stat_replication)::float8,
-       (SELECT count(*) FROM pg_stat_replication),
+       (SELECT pg_wal_lsn_diff(min(replay_lsn), '0/0') FROM standby)::float8,
+       (SELECT coalesce(max(extract(epoch FROM replay_lag)), 0) FROM standby)::float8,
+       (SELECT count(*) FROM standby),
+       (SELECT coalesce(max(extract(epoch FROM clock_timestamp() - reply_time)), 0)
+        FROM standby)::float8,
        (SELECT coalesce(sum(pg_wal_lsn_diff(pg_current_wal_lsn(), restart_lsn)), 0)
         FROM pg_replication_slots WHERE NOT active AND restart_lsn IS NOT NULL)::float8,
        (SELECT string_agg(slot_name, ', ' ORDER BY slot_name) FROM pg_replication_slots

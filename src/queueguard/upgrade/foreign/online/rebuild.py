@@ -198,16 +198,17 @@ def _swap(ctx: Context, build: Build, throttle: Throttle, progress: Progress, pa
     progress("swap", 0, 1)
     locked = [0.0]  # when the swap's ACCESS EXCLUSIVE was granted
     for attempt in range(SWAP_ATTEMPTS + 1):
+        # never swap while a standby lags past --max-lag (before the replay, so the wait
+        # does not let the log grow past what the swap replays under its lock): its ACCESS
+        # EXCLUSIVE is replayed on each standby too, where queries on the table then wait
+        # for it (or are cancelled after max_standby_streaming_delay)
+        hold_for_standbys(ctx, throttle, progress)
         replay(ctx, build.copy, throttle, progress, until=swap_limit(pace), pace=pace)
         limit = None if attempt == SWAP_ATTEMPTS else swap_limit(pace)
 
         def swap(conn: psycopg.Connection[Any], limit: int | None = limit) -> list[str]:
             return rebuild_swap.swap(conn, build, limit, locked)
 
-        # never swap while a standby lags past --max-lag: its ACCESS EXCLUSIVE is replayed
-        # there too, and queries on the standby wait for it (or are cancelled after
-        # max_standby_streaming_delay) once the standby reaches it
-        hold_for_standbys(ctx, throttle, progress)
         try:
             validations = ctx.transaction(swap)
         except rebuild_swap.Behind:
