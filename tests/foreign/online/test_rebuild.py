@@ -188,7 +188,9 @@ def _attributes(dsn: str, table: str) -> list[Any]:
     return _rows(
         dsn,
         f"(SELECT attnum, attname, attisdropped, attlen, attalign, attnotnull, "
-        f"attstattarget, attoptions FROM pg_attribute "
+        # the options but PostgreSQL 15.20's per-column stamp (dumps.normalise_dump)
+        f"attstattarget, ARRAY(SELECT o FROM unnest(attoptions) o "
+        f"WHERE o NOT LIKE 'pg\\_attver=%') AS attoptions FROM pg_attribute "
         f"WHERE attrelid = '{table}'::regclass AND attnum > 0) a",
         "attnum",
     )

@@ -79,10 +79,13 @@ WHERE d.classid = 'pg_class'::regclass AND d.refobjid = %(oid)s AND d.deptype = 
 -- The table's definition in one hash (columns, defaults, indexes, constraints, triggers but
 -- the rebuild's own, policies, flags, grants, options, comments, statistics): taken when
 -- its dump is, compared again under the swap's lock — DDL on the table meanwhile would
--- otherwise be lost with the old table.
+-- otherwise be lost with the old table. Column options without the stamp PostgreSQL 15.20
+-- keeps there (pg_attver: not the schema's, see dumps.normalise_dump).
 SELECT md5(concat_ws(' | ',
   (SELECT string_agg(concat_ws(',', attnum, attname, atttypid, atttypmod, attnotnull,
-                               attisdropped, attstattarget, attacl, attoptions, attcollation,
+                               attisdropped, attstattarget, attacl,
+                               ARRAY(SELECT o FROM unnest(attoptions) o
+                                     WHERE o NOT LIKE 'pg\_attver=%%'), attcollation,
                                attidentity, attgenerated), ';' ORDER BY attnum)
    FROM pg_attribute WHERE attrelid = %(oid)s AND attnum > 0),
   (SELECT string_agg(concat_ws(',', adnum, pg_get_expr(adbin, adrelid)), ';' ORDER BY adnum)
