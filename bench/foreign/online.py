@@ -233,6 +233,19 @@ def build(admin: str, databases: ScratchDatabases, folder: Path, start: str, row
     return scratch.dbname_of(dsn)
 
 
+def measured(name: str, total: float, sampler: LockSampler, writers: Writers) -> dict[str, Any]:
+    """What every side-by-side case reports: its time, the longest blocking lock on the
+    table, the writers' longest wait and how much they did."""
+    return {
+        "case": name,
+        "total_s": round(total, 2),
+        "longest_lock_ms": round(sampler.longest_s * 1000, 1),
+        "lock_mode": sampler.mode,
+        "writer_longest_ms": round(max(writers.latencies, default=0) * 1000, 1),
+        "writer_ops": writers.ops,
+    }
+
+
 def case(name: str, dsn: str, folder: Path, to: str, rows: int, writers_n: int) -> dict[str, Any]:
     mset = sets.load(folder)
     writers, sampler, fill = Writers(dsn, writers_n, rows), LockSampler(dsn), FillRate()
@@ -252,12 +265,7 @@ def case(name: str, dsn: str, folder: Path, to: str, rows: int, writers_n: int) 
     if writers.errors:
         raise SystemExit(f"{name}: writers failed: {writers.errors[:3]}")
     return {
-        "case": name,
-        "total_s": round(total, 2),
-        "longest_lock_ms": round(sampler.longest_s * 1000, 1),
-        "lock_mode": sampler.mode,
-        "writer_longest_ms": round(max(writers.latencies, default=0) * 1000, 1),
-        "writer_ops": writers.ops,
+        **measured(name, total, sampler, writers),
         "fill_rows_s": round(fill.rows / fill.seconds) if fill.seconds else None,
         "phases_s": fill.durations(began, ended),
         "load": [round(min(sampler.loads), 1), round(max(sampler.loads), 1)],

@@ -39,7 +39,7 @@ from psycopg.types.numeric import Int8
 
 from bench.common.commands import ROOT, shown
 from bench.common.doc_sections import replace_section
-from bench.foreign.online import FILL, TABLE, LockSampler, Writers
+from bench.foreign.online import FILL, TABLE, LockSampler, Writers, measured
 from queueguard.pg import scratch, servers
 from queueguard.pg.dsn import params
 from queueguard.pg.scratch import ScratchDatabases
@@ -203,12 +203,7 @@ def case(name: str, dsn: str, rows: int, writers_n: int) -> dict[str, Any]:
     if _relfilenode(dsn) == node:
         raise SystemExit(f"{name}: the table kept its file: nothing was rewritten")
     return {
-        "case": name,
-        "total_s": round(total, 2),
-        "longest_lock_ms": round(sampler.longest_s * 1000, 1),
-        "lock_mode": sampler.mode,
-        "writer_longest_ms": round(max(writers.latencies, default=0) * 1000, 1),
-        "writer_ops": writers.ops,
+        **measured(name, total, sampler, writers),
         "wal_mb": round(_wal_since(dsn, before) / 2**20, 1),
         "extra_disk_mb": round(extra / 2**20, 1),
         "load": [round(min(sampler.loads, default=0), 1), round(max(sampler.loads, default=0), 1)],

@@ -132,6 +132,18 @@ def _factor(
     return ratio, sorts
 
 
+def _works(
+    seen: Observation,
+    sample: Mapping[str, Size],
+    target: Mapping[str, Size],
+    indexes: Mapping[str, str],
+) -> dict[str, str]:
+    """{table: the kind of work the statement did on it} for the tables it rewrote, scanned
+    or built on that exist on the sample and on the target: what scales with their size."""
+    named = {_table_of(n, indexes) for n in [*seen.rewrites, *seen.scans, *seen.created]}
+    return {t: w for t in named if t in target and t in sample and (w := _work(t, seen, indexes))}
+
+
 def estimate(
     seen: Observation,
     sample: Mapping[str, Size],
@@ -155,8 +167,7 @@ def estimate(
     it; a smaller target of the group does). `fixed_ms`: what the statement took on an empty
     copy of the sample, the part of its time no size scales (with a `reference` only)."""
     sample_ms = seen.seconds * 1000
-    named = {_table_of(n, indexes) for n in [*seen.rewrites, *seen.scans, *seen.created]}
-    works = {t: w for t in named if t in target and t in sample and (w := _work(t, seen, indexes))}
+    works = _works(seen, sample, target, indexes)
     if not works:
         return sample_ms, "catalog only: as long as on the sample"
     factors = {t: _factor(w, sample[t], target[t], (reference or {}).get(t))
@@ -198,8 +209,7 @@ def bytes_at_target(
     sample, scaled by the bytes its work covers there over the sample's (the table's heap
     and indexes for a rewrite, its heap for an index build or a scan; a sort's n·log n is
     time, not bytes). Catalog only: as on the sample. `reference`: as for `estimate`."""
-    named = {_table_of(n, indexes) for n in [*seen.rewrites, *seen.scans, *seen.created]}
-    works = {t: w for t in named if t in target and t in sample and (w := _work(t, seen, indexes))}
+    works = _works(seen, sample, target, indexes)
     ratios = [_bytes_ratio(w, sample[t], target[t], (reference or {}).get(t))
               for t, w in works.items()]  # fmt: skip
     factor = max(ratios) if ratios else 1.0
