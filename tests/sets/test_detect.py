@@ -23,6 +23,9 @@ def test_each_format_by_its_marker(tmp_path: Path) -> None:
     assert detect(OURS) == "queueguard"
     (tmp_path / "001_a.sql").write_text("CREATE TABLE a (id int);")
     assert detect(tmp_path) == "sqldir"
+    # a Django project's folder may hold .sql files: its manage.py is found first
+    (tmp_path / "manage.py").write_text('os.environ.setdefault("DJANGO_SETTINGS_MODULE", "x")')
+    assert detect(tmp_path) == "django"
 
 
 def test_a_folder_that_is_no_set_or_no_folder(tmp_path: Path) -> None:
@@ -30,7 +33,8 @@ def test_a_folder_that_is_no_set_or_no_folder(tmp_path: Path) -> None:
         detect(tmp_path)
     assert str(caught.value) == (
         f"{tmp_path}: not a migration set queueguard can read (an Alembic project, Temporal's "
-        "vX.Y/manifest.json folders, or .sql files); say which with --format"
+        "vX.Y/manifest.json folders, a Django project's folder, or .sql files); say which "
+        "with --format"
     )
     with pytest.raises(UsageError, match="not a directory"):
         detect(tmp_path / "missing")
@@ -44,9 +48,9 @@ def test_adapters_by_format_name() -> None:
     with pytest.raises(UsageError) as caught:
         adapter("flyway")
     assert str(caught.value) == (
-        "--format takes queueguard, alembic, temporal, sqldir, got 'flyway'"
+        "--format takes queueguard, alembic, temporal, sqldir, django, got 'flyway'"
     )
-    assert FORMATS == ("queueguard", "alembic", "temporal", "sqldir")
+    assert FORMATS == ("queueguard", "alembic", "temporal", "sqldir", "django")
 
 
 def test_load_detects_or_takes_the_format_given(tmp_path: Path) -> None:

@@ -19,12 +19,13 @@ __all__ = ["FORMATS", "MigrationSet", "Revision", "adapter", "detect", "load"]
 
 #: the order formats are tried in: the most specific marker first (our own set is an Alembic
 #: project with a manifest.json; a Temporal folder holds vX.Y/manifest.json; .sql files last)
-_DETECTION = ("queueguard", "temporal", "alembic", "sqldir")
+_DETECTION = ("queueguard", "temporal", "alembic", "django", "sqldir")
 _MODULES = {
     "queueguard": "native",
     "temporal": "temporal",
     "alembic": "alembic",
     "sqldir": "sqldir",
+    "django": "django",
 }
 
 
@@ -43,7 +44,8 @@ def detect(root: Path) -> str:
             return name
     raise UsageError(
         f"{root}: not a migration set queueguard can read (an Alembic project, Temporal's "
-        "vX.Y/manifest.json folders, or .sql files); say which with --format"
+        "vX.Y/manifest.json folders, a Django project's folder, or .sql files); say which "
+        "with --format"
     )
 
 

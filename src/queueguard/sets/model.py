@@ -16,7 +16,7 @@ from typing import Any
 
 from queueguard.errors import UsageError
 
-FORMATS = ("queueguard", "alembic", "temporal", "sqldir")
+FORMATS = ("queueguard", "alembic", "temporal", "sqldir", "django")
 
 
 @dataclass(frozen=True)
@@ -58,6 +58,8 @@ class MigrationSet:
     #: state is `--to`'s argument" (see `resolve`); None: one line, `revisions` in order
     steps: Callable[[str | None, str | None], list[str]] | None = field(default=None, compare=False)
     target_of: Callable[[str | None], str | None] | None = field(default=None, compare=False)
+    #: how the format's own code runs (Django: the project, its interpreter and settings)
+    runner: Any = field(default=None, compare=False)
 
     @property
     def ids(self) -> tuple[str, ...]:

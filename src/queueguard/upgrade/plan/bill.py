@@ -294,6 +294,7 @@ def document(line: Line) -> dict[str, Any]:
         "extra_disk_bytes": line.extra_disk_bytes,
         "verdict": line.verdict,
         "safer": line.safer,
+        **({"origin": s.origin} if s.origin else {}),
         "waits_behind": [
             {
                 "relation": b.relation,

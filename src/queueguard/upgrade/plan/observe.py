@@ -69,6 +69,8 @@ class Observation:
     wal_own: bool = False
     #: the new relation files it left on the sample (what it rewrote and created)
     disk_bytes: int | None = None
+    #: where it came from, when the format says (Django: the operation, "deferred SQL")
+    origin: str | None = None
 
 
 def relations(conn: psycopg.Connection[Any]) -> dict[int, Relation]:

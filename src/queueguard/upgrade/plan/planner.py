@@ -36,6 +36,8 @@ class Plan:
     revisions: list[tuple[str, list[bill.Line]]] = field(default_factory=list)
     max_lock_ms: float | None = None
     sample_rows: int = sample.DEFAULT_ROWS
+    #: a Django database: {app_label: its latest applied migration}
+    latest_applied: dict[str, str] = field(default_factory=dict)
 
     @property
     def over(self) -> list[bill.Line]:
@@ -47,14 +49,16 @@ class Plan:
         ]
 
     def document(self) -> dict[str, Any]:
+        django = self.format == "django"  # an applied set, not a position: said as it is
         return {
             "schemaVersion": 1,
             "format": self.format,
             # one revision each (null at several heads of an Alembic set), and the heads
-            "current": one_revision(self.current),
-            "target": one_revision(self.target),
-            "currentHeads": list(heads_of(self.current)),
+            "current": None if django else one_revision(self.current),
+            "target": None if django else one_revision(self.target),
+            "currentHeads": [] if django else list(heads_of(self.current)),
             "targetHeads": list(heads_of(self.target)),
+            **({"latestApplied": self.latest_applied} if django else {}),
             "maxLockMs": self.max_lock_ms,
             "sampleRows": self.sample_rows,
             "ok": not self.over,
@@ -85,6 +89,8 @@ def _total(values: Iterable[int | None]) -> int:
 def current_revision(mset: MigrationSet, target_dsn: str) -> str | None:
     """The revision the target is at, read in a READ ONLY transaction."""
     module = adapter(mset.format)
+    if mset.format == "django":  # the migrations django_migrations holds, read by Django
+        return module.current(mset, target_dsn)  # type: ignore[no-any-return]
     if mset.format in ("alembic", "queueguard"):
         return alembic_format.current(
             target_dsn, mset.version_table or alembic_format.DEFAULT_VERSION_TABLE
@@ -100,7 +106,8 @@ def trace(mset: MigrationSet, revision: Revision, dsn: str) -> list[Observation]
     watch each statement: a SQL revision statement by statement, a Python one through its
     own tool (`python_revision`)."""
     if revision.statements is None:
-        return python_revision.traced(mset, dsn, [revision])[0].seen
+        found: list[python_revision.Traced] = _python(mset)(mset, dsn, [revision])
+        return found[0].seen
     with connection(dsn) as conn:
         try:
             return apply.traced(conn, dsn, revision.statements)
@@ -110,6 +117,15 @@ def trace(mset: MigrationSet, revision: Revision, dsn: str) -> list[Observation]
                 f"revision {revision.id}: statement {exc.index + 1} failed on a scratch "
                 f"database: {apply.first_line(exc.error)}\n  {text}"
             ) from None
+
+
+def _python(mset: MigrationSet) -> Any:
+    """What runs a set's Python revisions watched: Django's migrate, or Alembic's env.py."""
+    if mset.format == "django":
+        from queueguard.upgrade.plan import django_revision
+
+        return django_revision.traced
+    return python_revision.traced
 
 
 def _traced(
@@ -123,7 +139,7 @@ def _traced(
     done = []
     for stretch in stretches(pending):
         if stretch[0].statements is None:
-            done += python_revision.traced(mset, dsn, stretch)
+            done += _python(mset)(mset, dsn, stretch)
             continue
         revision = stretch[0]
         if start and start.get(revision.id) and revision.statements is not None:
@@ -175,6 +191,10 @@ def plan(
     current = current_revision(mset, target_dsn)
     pending = mset.pending(current, to)
     result = Plan(mset.format, current, mset.resolve(to), [], max_lock_ms, sample_rows)
+    if mset.format == "django":
+        from queueguard.sets import django as django_format
+
+        result.latest_applied = django_format.latest_applied(mset, current)
     if not pending:
         return result
     admin = scratch_admin or scratch.database_dsn(target_dsn, "postgres")

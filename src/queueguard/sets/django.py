@@ -1,0 +1,174 @@
+"""A Django project as a migration set (`--format django`): its migrations read by Django's
+own loader, in the project's interpreter (`django_process`, `django_runner`).
+
+A revision id is `app_label.migration_name`. A Django database's applied state is not a
+position on one line: it is the set of migrations `django_migrations` holds, said here as
+their ids sorted and joined by `,` (`model.state_of`), and what an upgrade from it applies is
+Django's own `migration_plan`, in its order (asked of the runner, with that applied set). A
+target is the migrations `migrate` is given: every app's leaves (plain `migrate`), or one
+(`--to app_label.name`, what `migrate app_label name` applies). Documents say the state as it
+is: `latestApplied`, each app's latest applied migration (`latest_applied`).
+"""
+
+from __future__ import annotations
+
+import atexit
+import hashlib
+from collections.abc import Callable
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from queueguard.errors import MigrationError, UsageError
+from queueguard.sets.django_process import Options, Project, Runner, project
+from queueguard.sets.model import MigrationSet, Revision, heads_of, state_of
+
+FORMAT = "django"
+BOOKKEEPING_TABLE = "django_migrations"
+#: the project's facts kept on each revision's `native`
+ATOMIC, REPLACES, OPERATIONS, PYTHON = "atomic", "replaces", "operations", "python"
+
+#: the command line's word on a Django project (`--python`, `--settings`, `--database`),
+#: set by the CLI before a set is loaded
+OPTIONS = Options()
+
+
+def detect(root: Path) -> bool:
+    """A Django project: the folder of a manage.py that names a settings module."""
+    manage = root / "manage.py"
+    if not manage.is_file():
+        return False
+    text = manage.read_text(encoding="utf-8", errors="replace")
+    return "DJANGO_SETTINGS_MODULE" in text or "django" in text
+
+
+def _revision(entry: dict[str, Any]) -> Revision:
+    path = Path(entry["path"]) if entry.get("path") else None
+    ops = entry["operations"]
+    title = "; ".join(str(op["describe"]) for op in ops[:3]) + ("; …" if len(ops) > 3 else "")
+    digest = hashlib.sha256(path.read_bytes()).hexdigest() if path and path.is_file() else ""
+    return Revision(
+        id=entry["id"],
+        down=state_of(entry["dependencies"]),
+        title=title,
+        files=(path,) if path else (),
+        checksum=digest,
+        statements=None,  # Python: known only by running Django's migrate
+        native={
+            ATOMIC: entry["atomic"],
+            REPLACES: tuple(entry["replaces"]),
+            OPERATIONS: tuple(ops),
+            PYTHON: any(op["python"] for op in ops),
+        },
+    )
+
+
+class _Graph:
+    """One runner without a database, kept for the graph and Django's plans of the set."""
+
+    def __init__(self, proj: Project) -> None:
+        self.project = proj
+        self._runner: Runner | None = None
+
+    @property
+    def runner(self) -> Runner:
+        if self._runner is None:
+            self._runner = Runner(self.project, None)
+            atexit.register(self._runner.close)
+        return self._runner
+
+    def graph(self) -> dict[str, Any]:
+        return self.runner.ask("graph")
+
+    @lru_cache(maxsize=256)  # noqa: B019 (one graph a process)
+    def plan(self, applied: str | None, targets: str | None) -> tuple[tuple[str, bool], ...]:
+        found = self.runner.ask(
+            "plan", applied=list(heads_of(applied)), targets=list(heads_of(targets))
+        )
+        return tuple((s["id"], bool(s["backwards"])) for s in found["steps"])
+
+
+def load(root: Path, options: Options | None = None) -> MigrationSet:
+    """The project's migrations in the order `migrate` applies them to an empty database,
+    each squash's originals just before it (a database with some of them applied runs
+    them)."""
+    proj = project(root, options or OPTIONS)
+    graph = _Graph(proj)
+    found = graph.graph()
+    revisions = tuple(_revision(m) for m in found["migrations"])
+    leaves = state_of(found["leaves"])
+    ids = {r.id for r in revisions}
+    return MigrationSet(
+        format=FORMAT,
+        root=root,
+        revisions=revisions,
+        bookkeeping=frozenset({BOOKKEEPING_TABLE}),
+        steps=_steps(graph, root, leaves),
+        target_of=_target_of(ids, leaves),
+        runner=proj,
+    )
+
+
+def _steps(
+    graph: _Graph, root: Path, leaves: str | None
+) -> Callable[[str | None, str | None], list[str]]:
+    def steps(current: str | None, target: str | None) -> list[str]:
+        # every app's leaves (plain `migrate`): the leaves of the graph as the applied set
+        # shapes it (a squash some of whose originals are applied gives way to them)
+        try:
+            found = graph.plan(current or "", None if target == leaves else target)
+        except MigrationError as exc:
+            raise UsageError(str(exc).split("\n")[0]) from None
+        backwards = [rid for rid, back in found if back]
+        if backwards:
+            raise UsageError(
+                f"migrating {root} to {target} would unapply {', '.join(backwards)}: "
+                "queueguard never unapplies a migration"
+            )
+        return [rid for rid, _ in found]
+
+    return steps
+
+
+def _target_of(ids: set[str], leaves: str | None) -> Callable[[str | None], str | None]:
+    def target_of(to: str | None) -> str | None:
+        if to is None or to in ("head", "heads"):
+            return leaves
+        if "," in to and all(t in ids for t in heads_of(to)):
+            return to
+        if to in ids:
+            return to
+        raise UsageError(f"--to takes app_label.migration_name or head, got {to!r}")
+
+    return target_of
+
+
+def current(mset: MigrationSet, dsn: str) -> str | None:
+    """The migrations the database has applied (its `django_migrations`, read by Django's
+    recorder on a read-only connection), as one state string; None when none is."""
+    with Runner(_project(mset), dsn, read_only=True) as runner:
+        found = runner.ask("applied")
+    return state_of(found["applied"])
+
+
+def latest_applied(mset: MigrationSet, state: str | None) -> dict[str, str]:
+    """{app_label: its latest applied migration} in the set's order (a migration the project
+    no longer has, by name)."""
+    applied = set(heads_of(state))
+    latest: dict[str, str] = {}
+    known = set()
+    for revision in mset.revisions:
+        known.add(revision.id)
+        if revision.id in applied:
+            app, _, name = revision.id.partition(".")
+            latest[app] = name
+    for rid in sorted(applied - known):
+        app, _, name = rid.partition(".")
+        latest.setdefault(app, name)
+    return latest
+
+
+def _project(mset: MigrationSet) -> Project:
+    if not isinstance(mset.runner, Project):
+        raise UsageError(f"{mset.root}: not a Django project set")
+    return mset.runner

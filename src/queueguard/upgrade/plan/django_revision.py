@@ -1,0 +1,240 @@
+"""Watching a Django project's migrations: Django's real `migrate` runs on the scratch copy in
+the project's interpreter (`sets.django_process`), and each statement of the migration's own
+connection waits while queueguard reads that session around it, through the runner (the
+runner runs the queries on its connection, in the statement's transaction): the same reads,
+and the same `Observation`s, as for an Alembic revision (`python_revision`).
+
+What the capture cannot see is named, not guessed: a statement sent on another connection
+(a raw driver cursor, another thread, another alias) or a catalog change between a
+migration's start and end that no captured statement explains (read from outside before and
+after it: work sent to a job queue, another process) makes the migration **opaque**: priced
+as observed, never rewritten, named in the bill.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from types import SimpleNamespace
+from typing import Any
+
+from queueguard.errors import MigrationError
+from queueguard.pg.connect import connection
+from queueguard.pg.sqlfiles import queries
+from queueguard.sets import MigrationSet, Revision
+from queueguard.sets import django as django_format
+from queueguard.sets.django_process import Runner
+from queueguard.sets.model import heads_of
+from queueguard.upgrade.plan.python_revision import Traced, _Watcher, indexes_now, sizes_now
+
+Q = queries("queueguard.upgrade", "django.sql")
+
+
+class _Rows:
+    def __init__(self, rows: list[list[Any]]) -> None:
+        self.rows = [tuple(r) for r in rows]
+
+    def fetchall(self) -> list[tuple[Any, ...]]:
+        return self.rows
+
+    def fetchone(self) -> tuple[Any, ...] | None:
+        return self.rows[0] if self.rows else None
+
+
+class Remote:
+    """The runner's connection as `observe` reads a session: each query is run there, in
+    the transaction the statement about to run (or just run) is in."""
+
+    def __init__(self, runner: Runner, pid: int, autocommit: bool) -> None:
+        self.runner = runner
+        self.autocommit = autocommit
+        self.info = SimpleNamespace(backend_pid=pid)
+
+    def execute(self, sql: str, params: Mapping[str, Any] | None = None) -> _Rows:
+        self.runner.send(op="query", sql=sql, params=dict(params) if params else None)
+        answer = self.runner.receive()
+        if answer.get("error"):
+            raise MigrationError(f"reading the Django session: {answer['error']}")
+        return _Rows(answer["rows"])
+
+    @contextmanager
+    def pipeline(self) -> Iterator[None]:
+        yield
+
+
+@dataclass
+class Migration:
+    """What one migration did beyond its watched statements."""
+
+    id: str
+    #: every statement captured, in order: {sql, origin, transaction, via, thread, alias}
+    statements: list[dict[str, Any]] = field(default_factory=list)
+    #: why it is opaque (empty: its statements are all known)
+    opaque: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+
+
+@dataclass
+class Capture:
+    traced: list[Traced] = field(default_factory=list)
+    migrations: dict[str, Migration] = field(default_factory=dict)
+    #: post_migrate handlers' statements (content types, permissions, the apps' own)
+    post_migrate: list[dict[str, Any]] = field(default_factory=list)
+
+
+def catalog(dsn: str) -> set[tuple[str, str, str]]:
+    with connection(dsn) as conn:
+        rows = conn.execute(Q["catalog_objects"]).fetchall()
+        conn.rollback()
+    return {(r[0], r[1], r[2]) for r in rows}
+
+
+def unexplained(
+    before: set[tuple[str, str, str]], after: set[tuple[str, str, str]], sqls: Sequence[str]
+) -> list[str]:
+    """The objects whose catalog entry changed and that no captured statement names (by the
+    object's name or its table's): pure."""
+    text = " ".join(s.lower() for s in sqls)
+    changed = {(name, table) for name, table, _ in before ^ after}
+    return sorted(
+        name
+        for name, table in changed
+        if name.lower() not in text and (not table or table.lower() not in text)
+    )
+
+
+def targets(mset: MigrationSet, revisions: Sequence[Revision]) -> list[str]:
+    """What `migrate` is given to apply `revisions` (in Django's order): nothing when they
+    end at every app's leaves, else each end among them."""
+    end = mset.end_of(list(revisions))
+    if end == mset.resolve(None):
+        return []
+    return list(heads_of(end))
+
+
+def traced(mset: MigrationSet, dsn: str, revisions: Sequence[Revision]) -> list[Traced]:
+    return capture(mset, dsn, revisions).traced
+
+
+def capture(mset: MigrationSet, dsn: str, revisions: Sequence[Revision]) -> Capture:
+    """Run the pending `revisions` on the scratch database at `dsn` through Django's migrate,
+    each statement watched; what each migration did."""
+    found = Capture()
+    if not revisions:
+        return found
+    watcher = _Watcher(dsn, frozenset())
+    watcher.wanted = lambda sql: True  # type: ignore[method-assign]
+    by_id = {r.id: r for r in mset.revisions}
+    with connection(dsn) as conn:
+        sizes, indexes = sizes_now(conn), indexes_now(conn)
+        conn.rollback()
+    project = django_format._project(mset)
+    current: Migration | None = None
+    before: set[tuple[str, str, str]] = set()
+    started = 0.0
+    with Runner(project, dsn) as runner:
+        runner.send(op="migrate", targets=targets(mset, revisions), watch=True)
+        for event in runner.events():
+            kind = event["ev"]
+            if kind == "start":
+                runner.running = event["id"]
+                current = found.migrations[event["id"]] = Migration(event["id"])
+                found.traced.append(Traced(by_id[event["id"]], [], sizes, dict(indexes)))
+                watcher.seen = found.traced[-1].seen
+                before, started = catalog(dsn), time.perf_counter()
+                runner.send(op="next")
+            elif kind == "watch":
+                assert current is not None
+                current.statements.append(_kept(event))
+                _watch(runner, watcher, event)
+            elif kind == "stmt":
+                _other(found, current, event, project.alias)
+            elif kind == "applied":
+                assert current is not None
+                current.seconds = time.perf_counter() - started
+                sqls = [s["sql"] for s in current.statements]
+                for name in unexplained(before, catalog(dsn), sqls):
+                    current.opaque.append(f"{name} changed, and no captured statement names it")
+                with connection(dsn) as conn:
+                    sizes, now = sizes_now(conn), indexes_now(conn)
+                    conn.rollback()
+                found.traced[-1].indexes = {**now, **found.traced[-1].indexes}
+                indexes = now
+                current, runner.running = None, None
+                runner.send(op="next")
+            elif kind == "done":
+                break
+            elif kind == "failed":
+                raise _failed(event, found)
+    return found
+
+
+def _kept(event: dict[str, Any]) -> dict[str, Any]:
+    keys = ("sql", "origin", "transaction", "via", "thread", "alias")
+    return {k: event.get(k) for k in keys}
+
+
+def _watch(runner: Runner, watcher: _Watcher, event: dict[str, Any]) -> None:
+    """One statement of the migration's connection: read around it, through the runner."""
+    remote = Remote(runner, int(event["pid"]), bool(event["autocommit"]))
+
+    def execute() -> None:
+        runner.send(op="go")
+        ran = runner.receive()
+        if ran.get("error"):
+            raise _StatementFailed(ran["error"])
+
+    try:
+        watcher.run(remote, event["sql"], execute)  # type: ignore[arg-type]
+        if watcher.seen and watcher.seen[-1].sql == event["sql"]:
+            watcher.seen[-1].origin = event.get("origin")
+    except _StatementFailed:
+        pass  # Django raises it in the runner: the run ends with a "failed" event
+    finally:
+        runner.send(op="next")
+
+
+class _StatementFailed(Exception):
+    pass
+
+
+def _other(found: Capture, current: Migration | None, event: dict[str, Any], alias: str) -> None:
+    """A statement that was not watched: Django's bookkeeping, a post_migrate handler's, or
+    one the migration sent some other way (which makes it opaque)."""
+    if event.get("origin") == "post_migrate":
+        found.post_migrate.append(_kept(event))
+        return
+    if current is None:
+        return
+    current.statements.append(_kept(event))
+    if event.get("origin") == "bookkeeping":
+        return
+    if event.get("via") == "driver":
+        current.opaque.append(f"a statement through a raw driver cursor: {_short(event['sql'])}")
+    elif event.get("thread") == "other":
+        current.opaque.append(f"a statement from another thread: {_short(event['sql'])}")
+    elif event.get("alias") not in (None, alias):
+        current.opaque.append(f"a statement on alias {event.get('alias')}: {_short(event['sql'])}")
+
+
+def _short(sql: str) -> str:
+    return " ".join(str(sql).split())[:120]
+
+
+def _failed(event: dict[str, Any], found: Capture) -> MigrationError:
+    migration = event.get("migration")
+    what = f"migration {migration}" if migration else "Django's migrate"
+    reasons = found.migrations[migration].opaque if migration in found.migrations else []
+    note = (
+        "; it is opaque: " + "; ".join(reasons)
+        if reasons
+        else ("; a statement on another alias fails: queueguard points every alias but the "
+              "one migrated at an address that refuses connections")
+        if "queueguard-refused" in str(event.get("error"))
+        else ""
+    )  # fmt: skip
+    error = MigrationError(f"{what} failed on a scratch database: {event.get('error')}{note}")
+    error.sqlstate = event.get("sqlstate")
+    return error
