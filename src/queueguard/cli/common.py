@@ -103,7 +103,24 @@ def _foreign_set(args: argparse.Namespace) -> Any:
 
     folder = getattr(args, "migrations", None)
     fmt = getattr(args, "format", None)
+    _django_options(args)
+    if not folder and fmt == "django":  # the project the settings module names, installed
+        return sets.load(Path.cwd(), fmt)
     if not folder:
         return sets.load(Path(str(migrations_dir())), fmt or "queueguard")
     # an Alembic env.py that cannot run offline is asked its version table on the --dsn given
     return sets.load(Path(folder), fmt, getattr(args, "dsn", None))
+
+
+def _django_options(args: argparse.Namespace) -> None:
+    """`--python`, `--settings`, `--database`, `--allow-custom-migrate`: how a Django
+    project's code runs (read when its set is loaded)."""
+    from queueguard.sets import django
+    from queueguard.sets.django_process import Options
+
+    django.OPTIONS = Options(
+        python=getattr(args, "python", None),
+        settings=getattr(args, "settings", None),
+        alias=getattr(args, "database", None) or "default",
+        allow_custom=bool(getattr(args, "allow_custom_migrate", False)),
+    )

@@ -55,22 +55,32 @@ def _status_foreign(args: argparse.Namespace) -> int:
     dsn = _target(args, fallback=True)
     at = current_revision(mset, dsn)
     pending = [r.id for r in mset.pending(at)]
+    django = mset.format == "django"  # an applied set, not a position: said as it is
     doc: dict[str, Any] = {
         "format": mset.format,
         # one-revision fields: null where a set (or a database) is at several heads,
         # the lists beside them say which
-        "revision": None if at and "," in at else at,
-        "currentHeads": list(heads_of(at)),
+        "revision": None if django or (at and "," in at) else at,
+        "currentHeads": [] if django else list(heads_of(at)),
         "head": mset.heads[0] if len(mset.heads) == 1 else None,
         "heads": list(mset.heads),
         "pending": pending,
         "inFlight": _in_flight(dsn),
     }
+    if django:
+        from queueguard.sets import django as django_format
+
+        doc["latestApplied"] = django_format.latest_applied(mset, at)
     if args.json:
         _emit_json(doc)
     else:
         print(f"format    {mset.format}")
-        print(f"revision  {', '.join(heads_of(at)) or 'none (nothing of the set applied)'}")
+        if django:
+            latest = doc["latestApplied"]
+            shown = ", ".join(f"{app}.{name}" for app, name in sorted(latest.items()))
+            print(f"applied   {shown or 'none (nothing of the project applied)'}")
+        else:
+            print(f"revision  {', '.join(heads_of(at)) or 'none (nothing of the set applied)'}")
         print(f"head      {', '.join(mset.heads) or 'none (an empty set)'}")
         print(f"pending   {', '.join(pending) or 'none'}")
         flight = doc["inFlight"]

@@ -13,6 +13,7 @@ from queueguard.cli import (
     upgrade_commands,
     verify_commands,
 )
+from queueguard.sets.model import FORMATS
 
 #: The program's --help description (the contract every command module keeps).
 DESCRIPTION = """\
@@ -76,14 +77,44 @@ def _add_migrations(p: argparse.ArgumentParser, *, formats: bool = False) -> Non
         help="the migration set (an Alembic script directory; default: the packaged one)"
         if not formats
         else "the migration set: queueguard's, an Alembic project, Temporal's versioned "
-        "folder or a directory of .sql files (default: the packaged one)",
+        "folder, a Django project (the folder of its manage.py) or a directory of .sql files "
+        "(default: the packaged one)",
     )
     if formats:
         p.add_argument(
             "--format",
-            choices=["queueguard", "alembic", "temporal", "sqldir"],
+            choices=list(FORMATS),
             help="the set's format (default: detected)",
         )
+        _add_django(p)
+
+
+def _add_django(p: argparse.ArgumentParser) -> None:
+    """A Django project's interpreter, settings and alias (docs/django.md)."""
+    p.add_argument(
+        "--python",
+        metavar="PATH",
+        help="a Django project: the interpreter its code runs in (default: queueguard's, "
+        "when Django imports there)",
+    )
+    p.add_argument(
+        "--settings",
+        metavar="MODULE",
+        help="a Django project: its settings module (default: DJANGO_SETTINGS_MODULE, else "
+        "what manage.py sets)",
+    )
+    p.add_argument(
+        "--database",
+        metavar="ALIAS",
+        default="default",
+        help="a Django project: the DATABASES alias the target replaces (default: default)",
+    )
+    p.add_argument(
+        "--allow-custom-migrate",
+        action="store_true",
+        help="a Django project: drive its own migrate command or database backend (refused "
+        "by default)",
+    )
 
 
 #: what `--output` renders: the text for a terminal, the JSON document, the pull-request
@@ -365,7 +396,8 @@ def _add_fleet(sub: Any) -> None:
         q.add_argument(
             "--migrations", metavar="DIR", help="the set (default: the file's, else ours)"
         )
-        q.add_argument("--format", choices=["queueguard", "alembic", "temporal", "sqldir"])
+        q.add_argument("--format", choices=list(FORMATS))
+        _add_django(q)
         q.add_argument("--output", choices=OUTPUTS)
         q.add_argument("--json", action="store_true", help="the same as --output json")
 

@@ -76,6 +76,8 @@ class MigrationSet:
         merge again (Alembic)."""
         if self.steps is None:
             return (self.revisions[-1].id,) if self.revisions else ()
+        if self.format == "django" and self.target_of is not None:  # every app's leaves
+            return heads_of(self.target_of(None))
         later = {p for r in self.revisions for p in heads_of(r.down)}
         return tuple(sorted(r.id for r in self.revisions if r.id not in later))
 

@@ -35,17 +35,32 @@ class SetUpgradeReport:
     steps: list[Step] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     elapsed_ms: int = 0
+    #: a Django database (an applied set, not a position): {app_label: latest applied}
+    latest_applied: dict[str, str] | None = None
 
     def as_json(self) -> dict[str, Any]:
+        if self.format == "django":  # an applied set, not a position: said as it is
+            where: dict[str, Any] = {
+                "target": None,
+                "before": None,
+                "after": None,
+                "targetHeads": list(heads_of(self.target)),
+                "beforeHeads": [],
+                "afterHeads": [],
+                "latestApplied": self.latest_applied or {},
+            }
+        else:  # one revision each (null at several heads of an Alembic set), and the heads
+            where = {
+                "target": one_revision(self.target),
+                "before": one_revision(self.before),
+                "after": one_revision(self.after),
+                "targetHeads": list(heads_of(self.target)),
+                "beforeHeads": list(heads_of(self.before)),
+                "afterHeads": list(heads_of(self.after)),
+            }
         return {
             "format": self.format,
-            # one revision each (null at several heads of an Alembic set), and the heads
-            "target": one_revision(self.target),
-            "before": one_revision(self.before),
-            "after": one_revision(self.after),
-            "targetHeads": list(heads_of(self.target)),
-            "beforeHeads": list(heads_of(self.before)),
-            "afterHeads": list(heads_of(self.after)),
+            **where,
             "applied": self.applied,
             "skipped": self.skipped,
             "resumed": self.resumed,

@@ -89,6 +89,10 @@ def upgrade(
     if limits.retries < 0:
         raise UsageError(f"--retries takes a number of retries >= 0, got {limits.retries}")
     target = mset.resolve(to)
+    if mset.format == "django":  # Django's own migrate, with queueguard's gates
+        from queueguard.upgrade.foreign import django_upgrade
+
+        return django_upgrade.upgrade(mset, dsn, target, limits, on_step)
     if mset.format == "alembic":
         if not any(r.statements is not None for r in mset.revisions):
             return alembic_runner.upgrade(mset, dsn, target, limits, on_step)

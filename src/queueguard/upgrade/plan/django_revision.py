@@ -13,6 +13,7 @@ as observed, never rewritten, named in the bill.
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
@@ -30,6 +31,8 @@ from queueguard.sets.model import heads_of
 from queueguard.upgrade.plan.python_revision import Traced, _Watcher, indexes_now, sizes_now
 
 Q = queries("queueguard.upgrade", "django.sql")
+_QUOTED = re.compile(r'"((?:[^"]|"")+)"')
+_WORD = re.compile(r"[a-z_][a-z0-9_$]*")
 
 
 class _Rows:
@@ -94,14 +97,19 @@ def catalog(dsn: str) -> set[tuple[str, str, str]]:
 def unexplained(
     before: set[tuple[str, str, str]], after: set[tuple[str, str, str]], sqls: Sequence[str]
 ) -> list[str]:
-    """The objects whose catalog entry changed and that no captured statement names (by the
-    object's name or its table's): pure."""
+    """The objects whose catalog entry changed and that no captured statement names: by the
+    object's name, its table's, or a name PostgreSQL and Django derive from one the
+    statements name (`<table>_pkey`, `<table>_id_seq`, `<table>_<column>_<hash>`): pure."""
     text = " ".join(s.lower() for s in sqls)
+    named = {m.lower() for m in _QUOTED.findall(text)} | set(_WORD.findall(text))
+
+    def explained(name: str) -> bool:
+        lowered = name.lower()
+        return lowered in named or any(lowered.startswith(f"{n}_") for n in named)
+
     changed = {(name, table) for name, table, _ in before ^ after}
     return sorted(
-        name
-        for name, table in changed
-        if name.lower() not in text and (not table or table.lower() not in text)
+        name for name, table in changed if not explained(name) and not (table and explained(table))
     )
 
 

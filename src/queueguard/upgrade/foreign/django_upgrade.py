@@ -1,0 +1,200 @@
+"""`upgrade` of a Django project: Django's own `migrate` (its executor, its recorder writing
+`django_migrations`, its signals) run in the project's interpreter, with queueguard's gates:
+
+- the runner lock, held by a session of its own for the whole upgrade (it excludes other
+  queueguard runs; Django's `migrate` takes no lock, so a `manage.py migrate` started beside
+  it is not excluded);
+- `lock_timeout` and `statement_timeout` on the migration's connection (its startup options),
+  so every statement has them, `RunSQL`'s and `RunPython`'s included;
+- on a lock timeout, a migration that runs in a transaction has rolled back whole: `migrate`
+  is run again after the ladder's pause with a longer timeout; in an `atomic = False`
+  migration the runner retries the statement that timed out in place (what ran before it
+  stays committed, never replayed), dropping first the INVALID index a concurrent build
+  left; a `RunPython` there is retried only when it ran in an atomic block of its own, else
+  the migration stops, unrecorded, naming what stays applied.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Callable
+from typing import Any
+
+import psycopg
+
+from queueguard.errors import LockTimeout, MigrationError, UsageError
+from queueguard.pg.connect import connect
+from queueguard.sets import MigrationSet
+from queueguard.sets import django as django_format
+from queueguard.sets.django_process import Runner
+from queueguard.upgrade import topology
+from queueguard.upgrade.foreign.report import SetUpgradeReport, Step
+from queueguard.upgrade.foreign.session import APPLICATION_NAME, Limits, runner_lock, stopped
+from queueguard.upgrade.plan.django_revision import targets as migrate_targets
+from queueguard.upgrade.runner import RETRY_GROWTH, RETRY_SLEEP_S
+
+LOCK_NOT_AVAILABLE = "55P03"
+
+
+def ladder(limits: Limits) -> list[int]:
+    """The lock_timeouts of the retries after the first attempt (pure)."""
+    found, timeout = [], float(limits.lock_timeout_ms)
+    for _ in range(limits.retries):
+        timeout *= RETRY_GROWTH
+        found.append(int(timeout))
+    return found
+
+
+def refuse_custom(runner: Runner) -> None:
+    """A project whose `migrate` or database backend is its own is named and refused unless
+    `--allow-custom-migrate`."""
+    if runner.project.allow_custom:
+        return
+    if runner.custom_migrate:
+        raise UsageError(
+            f"the project has its own migrate command ({runner.custom_migrate}): queueguard "
+            "drives Django's; give --allow-custom-migrate to drive the project's"
+        )
+    if not runner.stock_backend:
+        raise UsageError(
+            f"the project's database backend is {runner.facts.get('engine')} (schema editor "
+            f"{runner.facts.get('editor')}), not Django's PostgreSQL or PostGIS one: give "
+            "--allow-custom-migrate to run it anyway"
+        )
+
+
+def upgrade(
+    mset: MigrationSet,
+    dsn: str,
+    target: str | None,
+    limits: Limits,
+    on_step: Callable[[Step], None] | None = None,
+) -> SetUpgradeReport:
+    started = time.monotonic()
+    lock = connect(dsn, application_name=APPLICATION_NAME, autocommit=True)
+    try:
+        with lock.cursor() as cursor:
+            topology.refuse_standby(cursor, "upgrade")
+        runner_lock(lock, "runner_session_lock_try", limits)
+        before = django_format.current(mset, dsn)
+        report = SetUpgradeReport(mset.format, target, before)
+        report.after = before
+        pending = mset.pending(before, target) if target is not None else []
+        if pending:
+            _run(mset, dsn, migrate_targets(mset, pending), limits, report, on_step)
+            report.after = django_format.current(mset, dsn)
+        report.latest_applied = django_format.latest_applied(mset, report.after)
+        report.elapsed_ms = int((time.monotonic() - started) * 1000)
+        return report
+    except psycopg.Error as exc:
+        raise stopped(dsn, None, exc) from exc
+    finally:
+        lock.close()
+
+
+def _run(
+    mset: MigrationSet,
+    dsn: str,
+    targets: list[str],
+    limits: Limits,
+    report: SetUpgradeReport,
+    on_step: Callable[[Step], None] | None,
+) -> None:
+    project = django_format._project(mset)
+    atomic = {r.id: bool(r.native.get(django_format.ATOMIC, True)) for r in mset.revisions}
+    timeout = limits.lock_timeout_ms
+    settings = {"lock_timeout": str(timeout), "statement_timeout": str(limits.statement_timeout_ms)}
+    attempts: dict[str, int] = {}
+    with Runner(project, dsn, settings=settings) as runner:
+        refuse_custom(runner)
+        while True:
+            failed = _migrate(runner, targets, limits, report, on_step, settings)
+            if failed is None:
+                return
+            migration = str(failed.get("migration") or "")
+            if failed.get("sqlstate") != LOCK_NOT_AVAILABLE or not atomic.get(migration, False):
+                raise _failure(failed, report, atomic)
+            tries = attempts[migration] = attempts.get(migration, 0) + 1
+            report.lock_waits += 1
+            if tries > limits.retries:
+                raise LockTimeout(
+                    f"migration {migration}: could not get its locks after {tries} attempts "
+                    f"(last lock_timeout {settings['lock_timeout']} ms); its transaction "
+                    "rolled back"
+                )
+            time.sleep(random.uniform(*RETRY_SLEEP_S) * tries)
+            timeout = int(limits.lock_timeout_ms * RETRY_GROWTH**tries)
+            settings = {**settings, "lock_timeout": str(timeout)}
+
+
+def _migrate(
+    runner: Runner,
+    targets: list[str],
+    limits: Limits,
+    report: SetUpgradeReport,
+    on_step: Callable[[Step], None] | None,
+    settings: dict[str, str],
+) -> dict[str, Any] | None:
+    """One run of Django's migrate; the failure event, or None when it finished."""
+    runner.send(
+        op="migrate",
+        targets=targets,
+        settings=settings,
+        allow_custom=runner.project.allow_custom,
+        ladder={"timeouts": ladder(limits), "pause_s": sum(RETRY_SLEEP_S) / 2},
+    )
+    index: dict[str, int] = {}
+    for event in runner.events():
+        kind = event["ev"]
+        if kind == "start":
+            runner.running = event["id"]
+        elif kind == "stmt" and event.get("migration") and event.get("origin") != "bookkeeping":
+            rid = event["migration"]
+            index[rid] = index.get(rid, -1) + 1
+            if on_step is not None:
+                seconds = float(event.get("seconds") or 0.0)
+                on_step(
+                    Step(rid, index[rid], event["sql"], bool(event.get("transaction")),
+                         seconds, seconds, time.perf_counter() - seconds)
+                )  # fmt: skip
+        elif kind == "applied":
+            report.applied.append(event["id"])
+            runner.running = None
+        elif kind == "retry":
+            report.lock_waits += 1
+            report.notes.append(
+                f"{event['id']}: lock timeout, {event['scope']} retried in place with "
+                f"lock_timeout {event['timeout']} ms"
+            )
+        elif kind == "dropped_invalid":
+            report.notes.append(
+                f"{event['id']}: dropped the INVALID index {event['index']} a concurrent "
+                "build left, then built it again"
+            )
+        elif kind == "done":
+            return None
+        elif kind == "failed":
+            runner.running = None
+            return event
+    return None
+
+
+def _failure(
+    event: dict[str, Any], report: SetUpgradeReport, atomic: dict[str, bool]
+) -> MigrationError:
+    migration = event.get("migration")
+    if migration is None:
+        return MigrationError(f"Django's migrate failed before any migration: {event['error']}")
+    if atomic.get(migration, True):
+        kept = "its transaction rolled back"
+    else:
+        kept = (
+            "it is `atomic = False`: the statements it ran before the failure stay "
+            "committed, and it is not recorded in django_migrations"
+        )
+    if report.applied:
+        kept += f" (the migrations before it, {', '.join(report.applied)}, stay applied)"
+    error = MigrationError(f"migration {migration} failed ({event['error']}); {kept}")
+    error.sqlstate = event.get("sqlstate")
+    return error
