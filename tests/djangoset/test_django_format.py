@@ -293,3 +293,25 @@ def test_a_settings_module_that_is_missing_is_a_usage_error(shop: Path) -> None:
 
 def test_threads_left_running_do_not_leak() -> None:
     assert all(t.daemon or t is threading.main_thread() for t in threading.enumerate())
+
+
+def test_lint_reads_the_captured_statements_and_flags_an_apps_two_leaves(shop: Path) -> None:
+    from queueguard.lint.foreign import lint_set
+
+    mset = load(shop, "django")
+    assert mset.conflicts == ()  # one leaf in each of three apps: Django's normal state
+    report = lint_set(mset)
+    flagged = {f.revision for f in report.flagged}
+    assert "catalog.0004_product_sku_index" in flagged  # its captured concurrent build
+    add_migration(
+        shop,
+        "catalog",
+        "0005_other",
+        "from django.db import migrations\n\n\nclass Migration(migrations.Migration):\n"
+        '    dependencies = [("catalog", "0004_product_sku_index")]\n'
+        "    operations = []\n",
+    )
+    two = load(shop, "django")
+    assert set(two.conflicts) == {"catalog.0005_other", "catalog.0005_product_weight"}
+    problem, fix = two.conflict_text()
+    assert "`migrate` would refuse them" in problem and "makemigrations --merge" in fix

@@ -81,6 +81,31 @@ class MigrationSet:
         later = {p for r in self.revisions for p in heads_of(r.down)}
         return tuple(sorted(r.id for r in self.revisions if r.id not in later))
 
+    @property
+    def conflicts(self) -> tuple[str, ...]:
+        """The heads that make a plain upgrade fail: an Alembic set's several heads (`upgrade
+        head` refuses them); a Django app's several leaves (`migrate` refuses: conflicting
+        migrations) — several apps' leaves are Django's normal state."""
+        heads = self.heads
+        if self.format == "django":
+            apps = [h.partition(".")[0] for h in heads]
+            return tuple(h for h, app in zip(heads, apps, strict=True) if apps.count(app) > 1)
+        return heads if len(heads) > 1 else ()
+
+    def conflict_text(self) -> tuple[str, str]:
+        """(what is wrong, how to fix it) for `conflicts`."""
+        found = self.conflicts
+        if self.format == "django":
+            return (
+                f"{len(found)} leaf migrations in one app: {', '.join(found)} — `migrate` "
+                "would refuse them (conflicting migrations); merge them",
+                "python manage.py makemigrations --merge",
+            )
+        return (
+            f"{len(found)} heads: {', '.join(found)} — `upgrade head` would fail; merge them",
+            f"alembic merge -m 'merge heads' {' '.join(found)}",
+        )
+
     def get(self, revision: str) -> Revision:
         for r in self.revisions:
             if r.id == revision:

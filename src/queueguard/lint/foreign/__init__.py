@@ -103,6 +103,12 @@ class _Statements:
         self.first: dict[Path, Key] = {}
         self.by_key: dict[Key, tuple[Path, Located]] = {}
         self.python: list[str] = []
+        #: a Django project's statements, captured from its migrate on a scratch database
+        self.captured: dict[str, list[str]] | None = None
+        if mset.format == "django":
+            from queueguard.upgrade.plan.django_revision import captured_sql
+
+            self.captured = captured_sql(mset)
         for revision in mset.revisions:
             if revision.statements is None:
                 self._rendered(mset, revision)
@@ -123,6 +129,8 @@ class _Statements:
         from queueguard.sets import alembic as alembic_format
 
         text = alembic_format.render(mset.root, revision.id) if mset.format == "alembic" else None
+        if self.captured is not None:
+            text = "".join(f"{sql};\n" for sql in self.captured.get(revision.id, []))
         if not text:
             self.python.append(revision.id)
             return
@@ -201,7 +209,7 @@ def lint_set(
         if (entry := _flag(key, grouped.get(key, []), observed.get(key), found)) is not None
         and entry.path.resolve() in wanted
     ]
-    if len(mset.heads) > 1 and only is None:
+    if mset.conflicts and only is None:
         flagged.insert(0, _multiple_heads(mset))
     return SetLintReport(
         format=mset.format,
@@ -219,14 +227,10 @@ def _multiple_heads(mset: MigrationSet) -> Flagged:
     """A set with several heads, said at the last head's file: two heads pass CI, then
     `alembic upgrade head` fails at the deploy (a tool that applies one head leaves the
     other's revisions out)."""
-    heads = ", ".join(mset.heads)
-    head = mset.get(mset.heads[-1])
+    head = mset.get(mset.conflicts[-1])
     path = head.files[0].resolve()
-    cost = f"{len(mset.heads)} heads: {heads} — `upgrade head` would fail; merge them"
-    finding = Finding(
-        "migration.multiple_heads", path, 1, 1, cost,
-        f"alembic merge -m 'merge heads' {' '.join(mset.heads)}",
-    )  # fmt: skip
+    cost, fix = mset.conflict_text()
+    finding = Finding("migration.multiple_heads", path, 1, 1, cost, fix)
     return Flagged(head.id, -1, path, 1, 1, "", (finding,), finding, rank.Tier.FAILS, cost)
 
 

@@ -80,7 +80,7 @@ def verify(
     head = mset.resolve(None)  # a set at several heads: all of them (`model.state_of`)
     report = SetVerifyReport(mset.format, str(mset.root), head)
     leave_out = _leave_out(mset)
-    if len(mset.heads) > 1:
+    if mset.conflicts:
         report.checks.append(heads_check(mset))
     with ScratchDatabases(admin_dsn, prefix="qgverify") as scratch:
         try:
@@ -116,12 +116,9 @@ def verify(
 def heads_check(mset: MigrationSet) -> Check:
     """A set with several heads fails: two heads pass CI and then `upgrade head` fails at
     the deploy (or a tool that applies one head leaves the other's revisions out)."""
-    heads = ", ".join(mset.heads)
-    return Check(
-        "heads", False,
-        f"{len(mset.heads)} heads: {heads} — `upgrade head` would fail; merge them "
-        f"(alembic merge {' '.join(mset.heads)})",
-    )  # fmt: skip
+    problem, fix = mset.conflict_text()
+    fix = fix.replace(" -m 'merge heads'", "")
+    return Check("heads", False, f"{problem} ({fix})")
 
 
 def _drop_together(scratch: ScratchDatabases) -> None:

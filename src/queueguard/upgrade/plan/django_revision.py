@@ -246,3 +246,23 @@ def _failed(event: dict[str, Any], found: Capture) -> MigrationError:
     error = MigrationError(f"{what} failed on a scratch database: {event.get('error')}{note}")
     error.sqlstate = event.get("sqlstate")
     return error
+
+
+def captured_sql(mset: MigrationSet, admin_dsn: str | None = None) -> dict[str, list[str]]:
+    """Each migration's statements as Django's migrate sends them to an empty database (a
+    scratch database on `admin_dsn`'s server, default queueguard's own): what `lint` reads.
+    Django's bookkeeping and the driver's and ORM's queries that change nothing are left
+    out."""
+    from queueguard.pg import scratch
+    from queueguard.upgrade.plan.python_revision import is_introspection
+
+    with scratch.ScratchDatabases(admin_dsn or scratch.server_dsn(), prefix="qglint") as dbs:
+        found = capture(mset, dbs.create(), mset.pending(None))
+    return {
+        mid: [
+            str(s["sql"])
+            for s in m.statements
+            if s["origin"] != "bookkeeping" and not is_introspection(str(s["sql"]))
+        ]
+        for mid, m in found.migrations.items()
+    }
