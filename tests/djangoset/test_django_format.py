@@ -315,3 +315,16 @@ def test_lint_reads_the_captured_statements_and_flags_an_apps_two_leaves(shop: P
     assert set(two.conflicts) == {"catalog.0005_other", "catalog.0005_product_weight"}
     problem, fix = two.conflict_text()
     assert "`migrate` would refuse them" in problem and "makemigrations --merge" in fix
+
+
+def test_what_is_not_built_for_django_is_refused_up_front(
+    shop: Path, empty_db: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    for args in (
+        ["upgrade", "--migrations", str(shop), "--dsn", empty_db, "--online"],
+        ["verify", "--migrations", str(shop)],
+        ["rehearse", "--migrations", str(shop), "--dsn", empty_db],
+    ):
+        assert main(args) == 2, args
+        assert "not available for Django projects yet" in capsys.readouterr().err
+    assert _rows(empty_db, "SELECT to_regclass('django_migrations')") == [(None,)]

@@ -124,3 +124,12 @@ def _django_options(args: argparse.Namespace) -> None:
         alias=getattr(args, "database", None) or "default",
         allow_custom=bool(getattr(args, "allow_custom_migrate", False)),
     )
+
+
+def _not_for_django(mset: Any, what: str) -> None:
+    """A command (or option) not built for Django projects yet: said, exit 2, nothing run."""
+    if getattr(mset, "format", None) == "django":
+        raise UsageError(
+            f'{what} is not available for Django projects yet (docs/django.md, "Not yet"): '
+            "status, plan, upgrade and lint are"
+        )

@@ -8,7 +8,14 @@ import argparse
 import sys
 from typing import TYPE_CHECKING
 
-from queueguard.cli.common import _emit_json, _foreign_set, _is_foreign, _migrations, _target
+from queueguard.cli.common import (
+    _emit_json,
+    _foreign_set,
+    _is_foreign,
+    _migrations,
+    _not_for_django,
+    _target,
+)
 from queueguard.errors import UsageError
 from queueguard.style import wants_color
 
@@ -91,6 +98,7 @@ def _upgrade_foreign(args: argparse.Namespace) -> int:
     if args.online:
         from queueguard.cli import online_set_commands
 
+        _not_for_django(mset, "upgrade --online")
         return online_set_commands.upgrade_online(args, mset, dsn, limits)
     if args.max_lock:  # plan (and PostgreSQL's parser) only when asked for
         from queueguard.upgrade.plan.planner import plan
@@ -114,7 +122,12 @@ def _upgrade_foreign(args: argparse.Namespace) -> int:
         return 0
     for note in report.notes:
         print(f"queueguard: note: {note}", file=sys.stderr)
-    if not report.applied:
+    if report.latest_applied is not None:  # Django: an applied set, said app by app
+        latest = ", ".join(f"{a}.{n}" for a, n in sorted(report.latest_applied.items()))
+        done = f"applied {', '.join(report.applied)}" if report.applied else "nothing to do"
+        print(f"{done}; each app's latest: {latest or 'none'} ({report.elapsed_ms} ms)")
+        print(f"  lock waits: {report.lock_waits}")
+    elif not report.applied:
         print(f"already at {report.after or report.before} (nothing to do)")
     else:
         print(

@@ -14,6 +14,7 @@ from queueguard.cli.common import (
     _foreign_set,
     _is_foreign,
     _migrations,
+    _not_for_django,
     _output,
     _target,
 )
@@ -57,6 +58,7 @@ def _verify_foreign(args: argparse.Namespace, output: str) -> int:
     if args.fixture:
         raise UsageError("--fixture names a golden fixture of queueguard's own set")
     mset = _foreign_set(args)
+    _not_for_django(mset, "verify")
     report = verify(
         mset,
         args.dsn or scratch.server_dsn(),
@@ -88,8 +90,10 @@ def cmd_rehearse(args: argparse.Namespace) -> int:
             if not path.is_file():
                 raise UsageError(f"--invariants {path}: no such file")
             invariants = parse_invariants(path.read_text(encoding="utf-8"), str(path))
+        rehearsed = _foreign_set(args)
+        _not_for_django(rehearsed, "rehearse")
         done = foreign.rehearse(
-            _foreign_set(args),
+            rehearsed,
             _target(args, fallback=False),
             args.scratch_dsn,
             to=args.to,
@@ -116,6 +120,8 @@ def cmd_plan(args: argparse.Namespace) -> int:
         raise UsageError(f"--sample-rows must be at least 1, got {args.sample_rows}")
     max_lock = parse_duration_ms(args.max_lock) if args.max_lock else None
     mset = _foreign_set(args)
+    if args.online:
+        _not_for_django(mset, "plan --online")
     result = plan(
         mset,
         _target(args, fallback=False),

@@ -31,6 +31,10 @@ def resolve(path: Path, migrations: str | None, fmt: str | None, parallel: int =
     fleet_file = load(path, parallel)
     folder = Path(migrations).resolve() if migrations else fleet_file.migrations
     chosen = fmt or fleet_file.format
+    if chosen == "django" or (folder is not None and sets.detect(folder) == "django"):
+        raise UsageError(
+            'fleet is not available for Django projects yet (docs/django.md, "Not yet")'
+        )
     mset = (
         sets.load(folder, chosen) if folder else sets.load(migrations_dir(), chosen or "queueguard")
     )
