@@ -28,7 +28,7 @@ from queueguard.errors import MigrationError, UsageError
 from queueguard.pg import dsn as dsns
 from queueguard.pg.connect import connect
 
-RUNNER = Path(__file__).with_name("django_runner.py")
+RUNNER = Path(__file__).with_name("django_runner")
 #: a connection parameter of the DSN that is a DATABASES field, not a libpq key of OPTIONS
 _FIELDS = {"dbname": "NAME", "user": "USER", "password": "PASSWORD", "host": "HOST", "port": "PORT"}
 #: Django's own backends (and PostGIS's), whose schema editor queueguard knows

@@ -1,161 +1,18 @@
 # mypy: ignore-errors
 # (runs in the project's interpreter, beside its Django: not typed against ours)
-"""queueguard's runner inside a Django project: run by path with the project's own interpreter
-(`--python`), the project's folder as working directory. It imports only the standard library
-and Django, and speaks JSON lines with queueguard on two file descriptors of its own (commands
-in, events out); the project's prints and logging go to stderr.
+"""The capture half of queueguard's Django runner (`__main__.py` beside it): Django's real
+`migrate` with a per-migration progress hook, every statement captured through an execute
+wrapper on every connection of every thread and at the driver; with `watch`, each statement
+of the migration's own connection waits while queueguard reads the session around it.
+Standard library and Django only."""
 
-Not imported by queueguard (which never imports Django): `sets.django_process` starts it.
-
-Commands (one JSON object a line, each answered by events):
-- setup: the settings module, the alias, the connection fields that replace those of
-  `DATABASES[alias]` (NAME, USER, PASSWORD, HOST, PORT, libpq keys of OPTIONS; ENGINE and
-  Django's own OPTIONS stay), the `application_name` nonce queueguard looks for on the server,
-  whether the connection is read only; every other alias points at an address that refuses
-  connections. Answers the project's facts (Django's version, the backend, the migrate
-  command's module) and the backend pid of a first connection.
-- graph: every migration on disk, in the order `migrate` applies them to an empty database.
-- applied: what `django_migrations` holds, read by Django's recorder.
-- plan: Django's own `migration_plan` for targets (default: every app's leaves), from the
-  database's applied set or a given one.
-- migrate: Django's real `migrate` (a subclass whose progress hook opens and closes each
-  migration's window), every statement captured through an execute wrapper on every
-  connection of every thread and at the driver (psycopg's cursors); with `watch`, each
-  statement of the migration's own connection waits for queueguard to read the session
-  around it (`query` ... `go` ... `next`).
-"""
-
-from __future__ import annotations
-
-import argparse
-import decimal
 import importlib
-import json
-import os
-import sys
 import threading
 import time
 import traceback
 
-# Run by path, this file's folder is first on sys.path, and it holds queueguard's adapter
-# named `django`: taken off, so `import django` finds the project's Django.
-_HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != _HERE]
-
-#: where an alias that must not be reached points (a socket directory that does not exist:
-#: a connection fails at once, loudly)
-REFUSED_HOST = "/nonexistent/queueguard-refused"
 #: SQLSTATE of lock_timeout
 LOCK_NOT_AVAILABLE = "55P03"
-#: the project's own libpq `options` of each DATABASES entry, kept across overrides
-_OWN_OPTIONS = {}
-#: the setup message, for a later change of the session's settings (a longer lock_timeout)
-_GIVEN = {}
-
-
-class Channel:
-    def __init__(self, commands: int, events: int) -> None:
-        self.reader = os.fdopen(commands, "r", encoding="utf-8")
-        self.writer = os.fdopen(events, "w", encoding="utf-8")
-        self.lock = threading.Lock()
-
-    def send(self, **message):
-        with self.lock:
-            self.writer.write(json.dumps(message, default=_plain) + "\n")
-            self.writer.flush()
-
-    def receive(self):
-        line = self.reader.readline()
-        if not line:  # queueguard is gone
-            os._exit(3)
-        return json.loads(line)
-
-
-def _plain(value):
-    if isinstance(value, decimal.Decimal):
-        return int(value) if value == value.to_integral_value() else float(value)
-    if isinstance(value, (bytes, memoryview)):
-        return bytes(value).hex()
-    return str(value)
-
-
-# --- settings ----------------------------------------------------------------------------
-
-
-def _override(databases, alias, given):
-    """The connection fields of DATABASES[alias] replaced by the target's, in place (the
-    connection handler may hold this very dict); every other alias refused."""
-    if alias not in databases:
-        raise SystemExit(f"DATABASES has no alias {alias!r} (it has {sorted(databases)})")
-    entry = databases[alias]
-    for key in ("NAME", "USER", "PASSWORD", "HOST", "PORT"):
-        entry[key] = given["fields"].get(key, "")
-    options = entry.setdefault("OPTIONS", {})
-    own = _OWN_OPTIONS.setdefault(id(entry), options.get("options", ""))
-    libpq = dict(given["libpq"])
-    dsn_options = libpq.pop("options", "")
-    options.update(libpq)
-    extra = " ".join(f"-c {k}={v}" for k, v in given["settings"].items())
-    joined = f"{own} {dsn_options} {extra}"
-    options["options"] = " ".join(joined.split())
-    options["application_name"] = given["nonce"]
-    for other, entry_other in databases.items():
-        if other != alias:
-            entry_other["HOST"] = REFUSED_HOST
-            entry_other["PORT"] = ""
-
-
-def _reconfigure(settings_changed):
-    """The session settings of the next connections changed (every open one is closed)."""
-    from django.conf import settings
-    from django.db import connections
-
-    _GIVEN["settings"] = {**_GIVEN["settings"], **settings_changed}
-    _override(settings.DATABASES, _GIVEN["alias"], _GIVEN)
-    _override(connections.settings, _GIVEN["alias"], _GIVEN)
-    connections.close_all()
-
-
-def setup(channel, message):
-    _GIVEN.update(message)
-    os.environ["DJANGO_SETTINGS_MODULE"] = message["module"]
-    if os.getcwd() not in sys.path:
-        sys.path.insert(0, os.getcwd())
-    from django.conf import settings
-
-    _override(settings.DATABASES, message["alias"], message)
-    import django
-
-    django.setup()
-    from django.db import connections
-
-    # a settings module that computes DATABASES late (in an app's ready()) or a connection
-    # opened at import: override again wherever the handler reads, and reconnect
-    _override(settings.DATABASES, message["alias"], message)
-    _override(connections.settings, message["alias"], message)
-    connections.close_all()
-    connection = connections[message["alias"]]
-    from django.core.management import get_commands
-
-    migrate_app = get_commands().get("migrate")
-    pid = None
-    if message.get("connect") and connection.vendor == "postgresql":
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT pg_backend_pid()")
-            pid = cursor.fetchone()[0]
-    channel.send(
-        ev="ready",
-        django=django.get_version(),
-        engine=connection.settings_dict["ENGINE"],
-        vendor=connection.vendor,
-        editor=f"{connection.SchemaEditorClass.__module__}.{connection.SchemaEditorClass.__name__}",
-        migrate=migrate_app if isinstance(migrate_app, str) else type(migrate_app).__module__,
-        pid=pid,
-        aliases=sorted(connections.settings),
-    )
-
-
-# --- the graph ---------------------------------------------------------------------------
 
 
 def _key(node):
@@ -165,159 +22,6 @@ def _key(node):
 def _node(key):
     app, _, name = key.partition(".")
     return (app, name)
-
-
-def _describe(migration, path):
-    ops = []
-    for op in migration.operations:
-        kind = type(op).__name__
-        ops.append(
-            {
-                "kind": kind,
-                "module": type(op).__module__,
-                "describe": _safe(op.describe),
-                "reduces_to_sql": bool(getattr(op, "reduces_to_sql", True)),
-                "atomic": getattr(op, "atomic", None),
-                "python": kind == "RunPython",
-            }
-        )
-    return {
-        "id": _key((migration.app_label, migration.name)),
-        "app": migration.app_label,
-        "name": migration.name,
-        "atomic": bool(migration.atomic),
-        "initial": bool(getattr(migration, "initial", False)),
-        "replaces": [_key(r) for r in (migration.replaces or [])],
-        "dependencies": [_key(d) for d in migration.dependencies if d[1] != "__first__"],
-        "path": path,
-        "operations": ops,
-    }
-
-
-def _safe(fn):
-    try:
-        return str(fn())
-    except Exception as exc:  # a third-party operation's describe() may need state
-        return f"({type(exc).__name__})"
-
-
-def _path(migration):
-    module = sys.modules.get(type(migration).__module__)
-    return getattr(module, "__file__", None)
-
-
-def graph(channel):
-    from django.db.migrations.loader import MigrationLoader
-
-    loader = MigrationLoader(None, ignore_no_migrations=True)
-    ordered = []
-    for node in _forward_plan(loader, loader.graph.leaf_nodes()):
-        ordered.append(node)
-    every = []
-    seen = set()
-    for node in ordered:
-        migration = loader.graph.nodes[node]
-        for replaced in migration.replaces or []:  # the originals, before their squash
-            if tuple(replaced) in loader.disk_migrations and tuple(replaced) not in seen:
-                seen.add(tuple(replaced))
-                every.append(tuple(replaced))
-        seen.add(node)
-        every.append(node)
-    for node in sorted(loader.disk_migrations):  # a squash's originals are kept on disk too
-        if node not in seen:
-            every.append(node)
-    migrations = [
-        _describe(loader.disk_migrations[n], _path(loader.disk_migrations[n])) for n in every
-    ]
-    channel.send(
-        ev="graph",
-        migrations=migrations,
-        order=[_key(n) for n in ordered],
-        leaves=[_key(n) for n in loader.graph.leaf_nodes()],
-    )
-
-
-def _forward_plan(loader, targets):
-    seen, plan = set(), []
-    for target in targets:
-        for node in loader.graph.forwards_plan(target):
-            if node not in seen:
-                seen.add(node)
-                plan.append(node)
-    return plan
-
-
-class _GivenRecorder:
-    """MigrationRecorder's read for a loader asked about an applied set it is given."""
-
-    given = ()
-
-    def __init__(self, connection):
-        pass
-
-    def applied_migrations(self):
-        return {_node(k): None for k in self.given}
-
-
-def _loader(connection, applied):
-    from django.db.migrations import loader as loader_module
-
-    if applied is None:
-        return loader_module.MigrationLoader(connection)
-    real = loader_module.MigrationRecorder
-    _GivenRecorder.given = tuple(applied)
-    loader_module.MigrationRecorder = _GivenRecorder
-    try:
-        return loader_module.MigrationLoader(connection or object())
-    finally:
-        loader_module.MigrationRecorder = real
-
-
-def _targets(loader, targets):
-    if not targets:
-        return loader.graph.leaf_nodes()
-    found = []
-    for key in targets:
-        node = _node(key)
-        if node[1] == "zero":
-            found.append((node[0], None))
-            continue
-        if node not in loader.graph.nodes and node in loader.replacements:
-            # as `migrate` does: a squash left out of the graph (some of its originals are
-            # applied) stands for the last migration it replaces
-            node = tuple(loader.replacements[node].replaces[-1])
-        if node not in loader.graph.nodes:
-            raise SystemExit(f"Django cannot migrate to {key}: no such node in the graph")
-        found.append(node)
-    return found
-
-
-def plan(channel, connection, message):
-    from django.db.migrations.executor import MigrationExecutor
-
-    executor = MigrationExecutor(None)
-    executor.connection = connection
-    executor.loader = _loader(
-        connection if message.get("applied") is None else None, message.get("applied")
-    )
-    steps = executor.migration_plan(_targets(executor.loader, message.get("targets")))
-    channel.send(
-        ev="plan",
-        steps=[{"id": _key((m.app_label, m.name)), "backwards": bool(b)} for m, b in steps],
-        applied=sorted(_key(k) for k in executor.loader.applied_migrations),
-    )
-
-
-def applied(channel, connection):
-    from django.db.migrations.recorder import MigrationRecorder
-
-    recorder = MigrationRecorder(connection)
-    rows = sorted(_key(k) for k in recorder.applied_migrations()) if recorder.has_table() else []
-    connection.rollback() if not connection.get_autocommit() else None
-    channel.send(ev="applied", applied=rows, table=recorder.has_table())
-
-
-# --- capture -----------------------------------------------------------------------------
 
 
 class Capture:
@@ -711,14 +415,13 @@ def _install(capture, migrate_module):
     migrate_module.emit_post_migrate_signal = emit_post
 
 
-def migrate(channel, message):
+def migrate(channel, message, alias, reconfigure):
     from django.core.management import call_command
     from django.core.management.commands import migrate as migrate_module
     from django.db import connections
 
-    alias = _GIVEN["alias"]
     if message.get("settings"):
-        _reconfigure(message["settings"])
+        reconfigure(message["settings"])
     capture = _CAPTURE.get("capture")
     if capture is None:  # installed once a process: a retried migrate reuses it
         capture = _CAPTURE["capture"] = Capture(channel, alias, False, {})
@@ -768,51 +471,3 @@ def _migrate_class(allow_custom):
     if allow_custom and isinstance(app, str) and app != "django.core":
         return type(load_command_class(app, "migrate"))
     return importlib.import_module("django.core.management.commands.migrate").Command
-
-
-def main():
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--commands", type=int, required=True)
-    parser.add_argument("--events", type=int, required=True)
-    args = parser.parse_args()
-    channel = Channel(args.commands, args.events)
-    os.dup2(2, 1)  # the project's prints go to stderr, shown with their migration
-    sys.stdout = sys.stderr
-    alias = None
-    while True:
-        message = channel.receive()
-        op = message.get("op")
-        try:
-            if op == "setup":
-                alias = message["alias"]
-                setup(channel, message)
-            elif op == "graph":
-                graph(channel)
-            elif op == "applied":
-                from django.db import connections
-
-                applied(channel, connections[alias])
-            elif op == "plan":
-                from django.db import connections
-
-                plan(channel, connections[alias], message)
-            elif op == "migrate":
-                migrate(channel, message)
-            elif op == "quit":
-                channel.send(ev="bye")
-                return
-            else:
-                channel.send(ev="error", error=f"unknown command {op!r}")
-        except BaseException as exc:  # a SystemExit from the project included
-            channel.send(
-                ev="error",
-                error=f"{type(exc).__name__}: {exc}".strip(),
-                sqlstate=_sqlstate(exc),
-                trace=traceback.format_exc(limit=8),
-            )
-            if op == "setup":
-                return
-
-
-if __name__ == "__main__":
-    main()
