@@ -143,7 +143,8 @@ class Runner:
         commands_r, commands_w = os.pipe()
         events_r, events_w = os.pipe()
         env = {**os.environ, "DJANGO_SETTINGS_MODULE": self.project.settings}
-        env.pop("PYTHONPATH", None) if self.project.python != sys.executable else None
+        if self.project.python != sys.executable:  # another environment: not our paths
+            env.pop("PYTHONPATH", None)
         try:
             self._process = subprocess.Popen(
                 [self.project.python, str(RUNNER), "--commands", str(commands_r),

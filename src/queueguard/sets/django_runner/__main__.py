@@ -303,7 +303,8 @@ def applied(channel, connection):
 
     recorder = MigrationRecorder(connection)
     rows = sorted(_key(k) for k in recorder.applied_migrations()) if recorder.has_table() else []
-    connection.rollback() if not connection.get_autocommit() else None
+    if not connection.get_autocommit():
+        connection.rollback()
     channel.send(ev="applied", applied=rows, table=recorder.has_table())
 
 

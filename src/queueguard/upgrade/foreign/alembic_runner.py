@@ -14,13 +14,11 @@ from collections.abc import Callable
 import psycopg
 
 from queueguard.errors import LockTimeout, MigrationError
-from queueguard.pg.connect import connect
 from queueguard.sets import MigrationSet
 from queueguard.sets import alembic as alembic_format
 from queueguard.sets.model import stretches
-from queueguard.upgrade import topology
 from queueguard.upgrade.foreign.report import SetUpgradeReport, Step
-from queueguard.upgrade.foreign.session import APPLICATION_NAME, Limits, runner_lock, stopped
+from queueguard.upgrade.foreign.session import Limits, runner_session
 from queueguard.upgrade.runner import RETRY_GROWTH, RETRY_SLEEP_S
 
 
@@ -33,11 +31,7 @@ def upgrade(
 ) -> SetUpgradeReport:
     started = time.monotonic()
     table = mset.version_table or alembic_format.DEFAULT_VERSION_TABLE
-    lock = connect(dsn, application_name=APPLICATION_NAME, autocommit=True)
-    try:
-        with lock.cursor() as cursor:
-            topology.refuse_standby(cursor, "upgrade")
-        runner_lock(lock, "runner_session_lock_try", limits)
+    with runner_session(dsn, limits):
         before = alembic_format.current(dsn, table)
         report = SetUpgradeReport(mset.format, target, before)
         report.after = before
@@ -50,10 +44,6 @@ def upgrade(
                 report.after = alembic_format.current(dsn, table)
         report.elapsed_ms = int((time.monotonic() - started) * 1000)
         return report
-    except psycopg.Error as exc:
-        raise stopped(dsn, None, exc) from exc
-    finally:
-        lock.close()
 
 
 def upgrade_in_parts(

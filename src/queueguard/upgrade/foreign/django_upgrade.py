@@ -21,16 +21,12 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-import psycopg
-
 from queueguard.errors import LockTimeout, MigrationError, UsageError
-from queueguard.pg.connect import connect
 from queueguard.sets import MigrationSet
 from queueguard.sets import django as django_format
 from queueguard.sets.django_process import Runner
-from queueguard.upgrade import topology
 from queueguard.upgrade.foreign.report import SetUpgradeReport, Step
-from queueguard.upgrade.foreign.session import APPLICATION_NAME, Limits, runner_lock, stopped
+from queueguard.upgrade.foreign.session import Limits, runner_session
 from queueguard.upgrade.plan.django_revision import targets as migrate_targets
 from queueguard.upgrade.runner import RETRY_GROWTH, RETRY_SLEEP_S
 
@@ -72,11 +68,7 @@ def upgrade(
     on_step: Callable[[Step], None] | None = None,
 ) -> SetUpgradeReport:
     started = time.monotonic()
-    lock = connect(dsn, application_name=APPLICATION_NAME, autocommit=True)
-    try:
-        with lock.cursor() as cursor:
-            topology.refuse_standby(cursor, "upgrade")
-        runner_lock(lock, "runner_session_lock_try", limits)
+    with runner_session(dsn, limits):
         before = django_format.current(mset, dsn)
         report = SetUpgradeReport(mset.format, target, before)
         report.after = before
@@ -87,10 +79,6 @@ def upgrade(
         report.latest_applied = django_format.latest_applied(mset, report.after)
         report.elapsed_ms = int((time.monotonic() - started) * 1000)
         return report
-    except psycopg.Error as exc:
-        raise stopped(dsn, None, exc) from exc
-    finally:
-        lock.close()
 
 
 def _run(

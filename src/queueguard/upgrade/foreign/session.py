@@ -6,6 +6,8 @@ from __future__ import annotations
 import os
 import socket
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
@@ -13,9 +15,10 @@ from typing import Any
 import psycopg
 
 from queueguard.errors import ConnectionFailed, MigrationError, RunnerBusy
-from queueguard.pg.connect import connection_lost
+from queueguard.pg.connect import connect, connection_lost
 from queueguard.pg.dsn import redact
 from queueguard.pg.sqlfiles import queries
+from queueguard.upgrade import topology
 from queueguard.upgrade.plan.apply import first_line
 from queueguard.upgrade.runner import RUNNER_WAIT_S
 
@@ -87,3 +90,20 @@ def online_name() -> str:
     host, so a rerun can tell a killed runner's backends (still building or filling) from a
     live second runner's."""
     return f"{APPLICATION_NAME} online {os.getpid()}@{socket.gethostname()}"[:63]
+
+
+@contextmanager
+def runner_session(dsn: str, limits: Limits) -> Iterator[None]:
+    """The runner lock held by a session of its own while the block runs (a set whose
+    revisions run through their own tool: Alembic's env.py, Django's migrate), a standby
+    refused first; a database error in the block said as `stopped` says it."""
+    lock = connect(dsn, application_name=APPLICATION_NAME, autocommit=True)
+    try:
+        with lock.cursor() as cursor:
+            topology.refuse_standby(cursor, "upgrade")
+        runner_lock(lock, "runner_session_lock_try", limits)
+        yield
+    except psycopg.Error as exc:
+        raise stopped(dsn, None, exc) from exc
+    finally:
+        lock.close()
