@@ -23,6 +23,9 @@ from queueguard.pg.scratch import ScratchDatabases
 from queueguard.resources import fixtures_dir
 from queueguard.upgrade import golden
 
+# what Python prints above a traceback; a bare "Traceback" may be the generated input echoed back
+TRACEBACK = "Traceback (most recent call last)"
+
 
 def run_main(argv: list[str]) -> tuple[int, str, str]:
     """cli.main in this process: (exit code, stdout, stderr); any escaping exception fails."""
@@ -72,7 +75,7 @@ class FixtureTarget:
             ]
             return "loaded"
         assert written_state(self.dsn) == before, (name, kind, err)
-        assert "Traceback" not in err
+        assert TRACEBACK not in err, err[-3000:]
         return "refused"
 
     def close(self) -> None:
@@ -124,7 +127,7 @@ class CliTarget:
                 else:
                     os.environ["QUEUEGUARD_DSN"] = saved
         assert code in (0, 1, 2), (argv, code, err[-2000:])
-        assert "Traceback" not in err, (argv, err[-3000:])
+        assert TRACEBACK not in err, (argv, err[-3000:])
         after = written_state(self.dsn)
         if after != self.before:
             assert code == 0 and argv[0] in WRITERS, (argv, code, err[-1000:])
