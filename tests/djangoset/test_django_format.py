@@ -322,8 +322,7 @@ def test_what_is_not_built_for_django_is_refused_up_front(
 ) -> None:
     for args in (
         ["upgrade", "--migrations", str(shop), "--dsn", empty_db, "--online"],
-        ["verify", "--migrations", str(shop)],
-        ["rehearse", "--migrations", str(shop), "--dsn", empty_db],
+        ["plan", "--migrations", str(shop), "--dsn", empty_db, "--online"],
     ):
         assert main(args) == 2, args
         assert "not available for Django projects yet" in capsys.readouterr().err

@@ -58,7 +58,6 @@ def _verify_foreign(args: argparse.Namespace, output: str) -> int:
     if args.fixture:
         raise UsageError("--fixture names a golden fixture of queueguard's own set")
     mset = _foreign_set(args)
-    _not_for_django(mset, "verify")
     report = verify(
         mset,
         args.dsn or scratch.server_dsn(),
@@ -91,7 +90,6 @@ def cmd_rehearse(args: argparse.Namespace) -> int:
                 raise UsageError(f"--invariants {path}: no such file")
             invariants = parse_invariants(path.read_text(encoding="utf-8"), str(path))
         rehearsed = _foreign_set(args)
-        _not_for_django(rehearsed, "rehearse")
         done = foreign.rehearse(
             rehearsed,
             _target(args, fallback=False),

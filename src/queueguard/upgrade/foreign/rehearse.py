@@ -56,17 +56,21 @@ class SetRehearsal:
     #: the --invariants, each run on the copy before and after the upgrade
     checks: list[Check] = field(default_factory=list)
     elapsed_ms: int = 0
+    #: a Django database (an applied set, not a position): {app_label: latest applied}
+    latest_applied: dict[str, str] | None = None
 
     @property
     def ok(self) -> bool:
         return all(check.ok for check in self.checks)
 
     def as_json(self) -> dict[str, Any]:
+        django = self.format == "django"  # an applied set, not a position: said as it is
         return {
             "format": self.format,
             "method": self.method,
-            "before": self.before,
-            "after": self.after,
+            "before": None if django else self.before,
+            "after": None if django else self.after,
+            **({"latestApplied": self.latest_applied or {}} if django else {}),
             "elapsed_ms": self.elapsed_ms,
             "ok": self.ok,
             "checks": [check.document() for check in self.checks],
@@ -119,6 +123,7 @@ def rehearse(
         report = runner.upgrade(mset, copy, to=to, limits=limits, on_step=steps.append)
         after = invariant_rows(copy, invariants) if invariants else {}
     result = SetRehearsal(mset.format, method, report.before, report.after)
+    result.latest_applied = report.latest_applied
     subject = f"the copy of {scratch.dbname_of(source_dsn)}"
     result.checks = [invariant_check(n, subject, before[n], after[n]) for n in before]
     for step in sorted(steps, key=lambda s: (mset.ids.index(s.revision), s.index)):
@@ -152,21 +157,27 @@ def _rekey_temporal(copy: str, source_db: str) -> None:
 
 
 def render_text(result: SetRehearsal) -> str:
+    if result.latest_applied is not None:  # Django: an applied set, said app by app
+        latest = ", ".join(f"{a}.{n}" for a, n in sorted(result.latest_applied.items()))
+        where = f"each app's latest applied: {latest or 'none'}"
+    else:
+        where = f"{result.before or 'empty'} -> {result.after}"
+    w = max([9, *(len(s.revision) for s in result.statements)])
     lines = [
-        f"rehearsed ({result.format}) on a {result.method} copy: {result.before or 'empty'} -> "
-        f"{result.after} in {result.elapsed_ms} ms",
-        f"  {'revision':>9} {'#':>3} {'took':>9} {'held':>9} {'plan said':>10}  statement / locks",
+        f"rehearsed ({result.format}) on a {result.method} copy: {where} in {result.elapsed_ms} ms",
+        f"  {'revision':>{w}} {'#':>3} {'took':>9} {'held':>9} {'plan said':>10}  "
+        "statement / locks",
     ]
     for s in result.statements:
         said = "-" if s.estimate_ms is None else f"{s.estimate_ms:.0f} ms"
         text = " ".join(s.sql.split())
         lines.append(
-            f"  {s.revision:>9} {s.index + 1:>3} {s.took_ms:>6.0f} ms {s.held_ms:>6.0f} ms "
+            f"  {s.revision:>{w}} {s.index + 1:>3} {s.took_ms:>6.0f} ms {s.held_ms:>6.0f} ms "
             f"{said:>10}  {text[:60]}"
         )
         if s.locks:
             held = ", ".join(f"{r} {m}" for r, m in s.locks)
-            lines.append(f"  {'':>9} {'':>3} {'':>9} {'':>9} {'':>10}  {held}")
+            lines.append(f"  {'':>{w}} {'':>3} {'':>9} {'':>9} {'':>10}  {held}")
     for check in result.checks:
         lines.append(f"{'ok  ' if check.ok else 'FAIL'} invariant {check.subject}: {check.detail}")
         lines.extend(f"       {problem}" for problem in check.problems)

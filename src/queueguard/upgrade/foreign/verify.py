@@ -32,6 +32,7 @@ from queueguard.errors import QueueguardError, UsageError
 from queueguard.pg.connect import connection
 from queueguard.pg.scratch import ScratchDatabases, database_dsn
 from queueguard.sets import MigrationSet
+from queueguard.sets.model import heads_of
 from queueguard.sets.split import split
 from queueguard.upgrade import catalog
 from queueguard.upgrade.foreign import data
@@ -165,11 +166,33 @@ def _rerun(mset: MigrationSet, chain: str, limits: Limits | None) -> Check:
 def _bookkeeping(mset: MigrationSet, dsn: str, head: str | None) -> Check:
     at = data.at_revision(mset, dsn)
     where = ", ".join(sorted(mset.bookkeeping)) or "its bookkeeping"
-    if at != head:
+    if not at_head(mset, at, head):
         return Check(
-            "bookkeeping", False, f"the format's bookkeeping ({where}) reads {at}, not head {head}"
+            "bookkeeping",
+            False,
+            f"the format's bookkeeping ({where}) {_reads(mset, at)}, not head"
+            + ("" if mset.format == "django" else f" {head}"),
         )
     return Check("bookkeeping", True, f"the format's bookkeeping ({where}) reads head {head}")
+
+
+def at_head(mset: MigrationSet, at: str | None, head: str | None) -> bool:
+    """Whether a database at `at` has applied the whole set. A Django database's state is
+    every migration it has applied (`sets.django.current`), not a position: at head when
+    nothing is pending from it."""
+    if mset.format == "django":
+        return at is not None and not mset.pending(at)
+    return at == head
+
+
+def _reads(mset: MigrationSet, at: str | None) -> str:
+    """What a database's bookkeeping says, in a sentence (pure)."""
+    if mset.format != "django":
+        return f"reads {at}"
+    missing = [r.id for r in mset.pending(at)]
+    return f"lacks {len(missing)} migration(s): {', '.join(missing[:5])}" + (
+        ", …" if len(missing) > 5 else ""
+    )
 
 
 # --- the fresh install -----------------------------------------------------------------------
@@ -240,8 +263,11 @@ def _fixture(
         at = data.at_revision(mset, dsn)
     except QueueguardError as exc:  # e.g. Temporal rows of several other databases' names
         return failed("its bookkeeping cannot be read", str(exc))
-    if at != fixture.revision:
-        where = ", ".join(sorted(mset.bookkeeping)) or "its bookkeeping"
+    where = ", ".join(sorted(mset.bookkeeping)) or "its bookkeeping"
+    if mset.format == "django" and fixture.revision not in heads_of(at):
+        # a Django database has applied a set of migrations: its name says one of them
+        return failed(f"{where} does not hold {fixture.revision}, which its name says")
+    if mset.format != "django" and at != fixture.revision:
         return failed(
             f"is at {at or 'no revision'} by {where}, but its name says {fixture.revision}"
         )
@@ -253,7 +279,11 @@ def _fixture(
     after = data.invariant_rows(dsn, queries)
     mine = catalog.without(catalog.introspect(dsn), _leave_out(mset))
     head = mset.resolve(None)  # a set at several heads: all of them (`model.state_of`)
-    problems = [] if report.after == head else [f"its bookkeeping reads {report.after}, not {head}"]
+    problems = (
+        []
+        if at_head(mset, report.after, head)
+        else [f"its bookkeeping {_reads(mset, report.after)}"]
+    )
     if reference is not None:
         labels = ("chain", "fixture") if compared_with == "the chain's" else ("first", "fixture")
         problems += catalog.differences(reference, mine, labels)
@@ -265,8 +295,9 @@ def _fixture(
         Check(
             "fixture",
             not problems,
-            f"loaded at {fixture.revision}, upgraded to {report.after} (applied {applied})"
-            + (differs if problems else ""),
+            f"loaded at {fixture.revision}, upgraded to "
+            f"{'head' if mset.format == 'django' and not problems else report.after} "
+            f"(applied {applied})" + (differs if problems else ""),
             name,
             problems,
             notes,

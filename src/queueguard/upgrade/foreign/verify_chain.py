@@ -17,9 +17,9 @@ from queueguard.upgrade.foreign.checks import Check, RevisionTrace, SetVerifyRep
 from queueguard.upgrade.foreign.report import Step
 from queueguard.upgrade.foreign.runner import upgrade
 from queueguard.upgrade.foreign.session import Limits
-from queueguard.upgrade.plan import apply, python_revision
+from queueguard.upgrade.plan import apply
 from queueguard.upgrade.plan.observe import Observation
-from queueguard.upgrade.plan.planner import trace
+from queueguard.upgrade.plan.planner import python_tracer, trace
 
 Progress = Callable[[str], None]
 
@@ -133,7 +133,7 @@ def _python_chain(
     else:
         applied = list(mset.revisions[: mset.ids.index(at) + 1]) if at in mset.ids else []
     try:
-        traced = python_revision.traced(mset, watched, applied)
+        traced = python_tracer(mset)(mset, watched, applied)
     except MigrationError as exc:
         failed = RevisionTrace(applied[-1].id, applied[-1].title, error=str(exc))
         report.revisions.append(failed)
@@ -153,11 +153,14 @@ def _python_chain(
 
 
 def _chain_passed(mset: MigrationSet, report: SetVerifyReport, based: bool) -> bool:
-    count = len(mset.revisions)
     start = "the --base schema" if based else "empty"
-    report.checks.append(
-        Check("chain", True, f"{count} revision(s) applied one at a time, {start} to {mset.span}")
-    )
+    if mset.format == "django":  # one migrate run; a squash applied instead of its originals
+        count = len(report.revisions)
+        detail = f"{count} migration(s) applied by Django's migrate, {start} to every leaf"
+    else:
+        count = len(mset.revisions)
+        detail = f"{count} revision(s) applied one at a time, {start} to {mset.span}"
+    report.checks.append(Check("chain", True, detail))
     return True
 
 

@@ -106,7 +106,7 @@ def trace(mset: MigrationSet, revision: Revision, dsn: str) -> list[Observation]
     watch each statement: a SQL revision statement by statement, a Python one through its
     own tool (`python_revision`)."""
     if revision.statements is None:
-        found: list[python_revision.Traced] = _python(mset)(mset, dsn, [revision])
+        found: list[python_revision.Traced] = python_tracer(mset)(mset, dsn, [revision])
         return found[0].seen
     with connection(dsn) as conn:
         try:
@@ -119,7 +119,7 @@ def trace(mset: MigrationSet, revision: Revision, dsn: str) -> list[Observation]
             ) from None
 
 
-def _python(mset: MigrationSet) -> Any:
+def python_tracer(mset: MigrationSet) -> Any:
     """What runs a set's Python revisions watched: Django's migrate, or Alembic's env.py."""
     if mset.format == "django":
         from queueguard.upgrade.plan import django_revision
@@ -139,7 +139,7 @@ def _traced(
     done = []
     for stretch in stretches(pending):
         if stretch[0].statements is None:
-            done += _python(mset)(mset, dsn, stretch)
+            done += python_tracer(mset)(mset, dsn, stretch)
             continue
         revision = stretch[0]
         if start and start.get(revision.id) and revision.statements is not None:

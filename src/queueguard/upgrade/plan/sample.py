@@ -5,7 +5,8 @@ transactions and nothing else.
 The schema goes in in two halves: tables first, then the sample rows, then indexes and
 constraints (the dump's post-data section), so indexes are built over the sample as they are
 over the target's rows. A sample keeps only rows whose foreign-key parents it also has, so the
-constraints load.
+constraints load. Its sequences go on from where the target's are, as the rows they numbered
+are there.
 """
 
 from __future__ import annotations
@@ -166,6 +167,9 @@ def build(
     with read_only(target_dsn) as target, connection(scratch_dsn) as scratch:
         target_sizes = sizes(target, leave_out)
         fks = target.execute(Q["foreign_keys"], {"leave_out": list(leave_out)}).fetchall()
+        positions = target.execute(Q["sequence_values"], {"leave_out": list(leave_out)})
+        for sequence, value in positions.fetchall():
+            scratch.execute(Q["set_sequence_value"], {"sequence": sequence, "value": value})
         target.rollback()
         _copy_rows(target, scratch, rows, leave_out)
         scratch.commit()

@@ -95,6 +95,20 @@ JOIN pg_namespace n ON n.oid = c.connamespace
 WHERE c.contype = 'f' AND n.nspname NOT IN ('pg_catalog', 'information_schema')
   AND n.nspname <> ALL(%(leave_out)s::text[]);
 
+-- name: sequence_values
+-- Each sequence's position on the target, which a schema-only dump leaves at its start: the
+-- sample's sequences go on from there, or a migration's first insert (Django's recorder
+-- writing django_migrations, a data migration) collides with a copied row's id. NULL: never
+-- called, or no privilege to read it (left at its start).
+SELECT quote_ident(schemaname) || '.' || quote_ident(sequencename), last_value
+FROM pg_sequences
+WHERE last_value IS NOT NULL
+  AND schemaname NOT IN ('pg_catalog', 'information_schema')
+  AND schemaname <> ALL(%(leave_out)s::text[]);
+
+-- name: set_sequence_value
+SELECT setval(%(sequence)s::regclass, %(value)s, true);
+
 -- name: wal_flush
 -- Ask this backend's pending statistics to be flushed at the end of this transaction (its
 -- WAL counters then read true in the next one: pg_stat_get_backend_wal, PostgreSQL 18).

@@ -1,0 +1,113 @@
+"""`verify`, `rehearse` and `plan` of a Django project on databases that are not empty: a
+fixture at an older migration upgraded through the originals a squash replaces must give the
+catalog a fresh `migrate` (through the squash) gives, and a copy of the user's database is
+rehearsed with Django's own migrate."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from collections.abc import Callable
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from queueguard.cli import main
+from queueguard.pg import tools
+from queueguard.sets import load
+from queueguard.upgrade.plan import planner
+from tests.djangoset.conftest import manage
+
+
+def _dump(dsn: str, path: Path) -> None:
+    done = tools.run("pg_dump", dsn, ["--no-owner", "--no-privileges"])
+    assert done.returncode == 0, done.stderr
+    path.write_bytes(done.stdout)
+
+
+def _run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, dict[str, object]]:
+    code = main([*argv, "--json"])
+    return code, json.loads(capsys.readouterr().out)
+
+
+def test_plan_reads_a_database_migrated_partway(shop: Path, empty_db: str) -> None:
+    """The sample's sequences go on from the target's: Django's recorder inserts into
+    django_migrations (an identity column) on the sample, where copied rows hold the first
+    ids (it failed with a duplicate key before)."""
+    manage(shop, empty_db, "migrate", "catalog", "0002")
+    doc = planner.plan(load(shop, "django"), empty_db).document()
+    assert doc["latestApplied"] == {"catalog": "0002_product_sku_stock"}
+    ids = [r["id"] for r in doc["revisions"]]
+    assert ids[0] == "catalog.0003_backfill_sku" and "catalog.0002_product_sku_stock" not in ids
+
+
+def test_verify_upgrades_a_fixture_through_the_squashed_originals(
+    shop: Path,
+    make_db: Callable[..., str],
+    pg_admin_dsn: str,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    # a database frozen at orders.0002, made before the squash was written: `migrate` goes
+    # on from there through the originals, not the squash
+    before_squash = tmp_path / "before_squash"
+    shutil.copytree(shop, before_squash)
+    (before_squash / "orders" / "migrations" / "0001_squashed_0003_order_status.py").unlink()
+    frozen = make_db()
+    manage(before_squash, frozen, "migrate", "orders", "0002")
+    fixtures = tmp_path / "fixtures"
+    fixtures.mkdir()
+    _dump(frozen, fixtures / "orders.0002_order_note--small.sql")
+    argv = ["verify", "--migrations", str(shop), "--dsn", pg_admin_dsn, "--fixtures", str(fixtures)]
+    code, doc = _run(capsys, *argv)
+    checks = {c["name"]: c for c in doc["checks"]}  # type: ignore[union-attr]
+    assert code == 0, doc
+    assert set(checks) >= {"chain", "rerun", "bookkeeping", "fixture"}
+    assert "every leaf" in checks["chain"]["detail"]
+    assert "upgraded to head" in checks["fixture"]["detail"]
+
+    # a squash that no longer equals what it replaces: the chain (through the squash) and
+    # the fixture (through the originals) end in different catalogs
+    squash = shop / "orders" / "migrations" / "0001_squashed_0003_order_status.py"
+    text = squash.read_text()
+    squash.write_text(text.replace('max_length=20)', 'max_length=30)'))
+    code, doc = _run(capsys, *argv)
+    failed = [c for c in doc["checks"] if not c["ok"]]  # type: ignore[union-attr]
+    assert code == 1
+    assert [c["name"] for c in failed] == ["fixture"]
+    assert any("status" in p for p in failed[0]["problems"]), failed
+
+    # a fixture whose name says a migration its django_migrations does not hold
+    (fixtures / "orders.0002_order_note--small.sql").rename(
+        fixtures / "orders.0003_order_status--small.sql"
+    )
+    code, doc = _run(capsys, *argv)
+    fixture = next(c for c in doc["checks"] if c["name"] == "fixture")  # type: ignore[union-attr]
+    assert code == 1 and "does not hold orders.0003_order_status" in fixture["detail"]
+
+
+def test_rehearse_runs_djangos_migrate_on_a_copy(
+    shop: Path, empty_db: str, pg_admin_dsn: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    manage(shop, empty_db, "migrate", "catalog", "0002")
+    with psycopg.connect(empty_db) as conn:
+        conn.execute("INSERT INTO catalog_category (name) VALUES ('tools')")
+        conn.execute(
+            "INSERT INTO catalog_product (name, price, category_id, sku, stock) "
+            "SELECT 'p' || g, 1, (SELECT id FROM catalog_category), '', 1 "
+            "FROM generate_series(1, 50) g"
+        )
+    code, doc = _run(
+        capsys, "rehearse", "--migrations", str(shop), "--dsn", empty_db,
+        "--scratch-dsn", pg_admin_dsn,
+    )  # fmt: skip
+    assert code == 0, doc
+    assert doc["before"] is None and doc["latestApplied"]["catalog"] == "0005_product_weight"
+    statements = doc["statements"]
+    backfill = [s for s in statements if s["revision"] == "catalog.0003_backfill_sku"]
+    assert sum(bool(re.match(r'UPDATE "catalog_product"', s["sql"])) for s in backfill) == 50
+    assert all(s["estimate_ms"] is not None for s in statements if s["sql"].startswith("ALTER"))
+    # the source is never written
+    assert manage(shop, empty_db, "showmigrations", "catalog").count("[X]") == 2
