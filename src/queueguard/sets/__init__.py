@@ -27,6 +27,8 @@ _MODULES = {
     "sqldir": "sqldir",
     "django": "django",
 }
+#: where a format's `detect` lives when its adapter is costly to import
+_DETECTORS = {"alembic": "alembic_detect"}
 
 
 def adapter(format_name: str) -> ModuleType:
@@ -40,7 +42,8 @@ def detect(root: Path) -> str:
     if not root.is_dir():
         raise UsageError(f"{root}: not a directory")
     for name in _DETECTION:
-        if adapter(name).detect(root):
+        module = importlib.import_module(f"queueguard.sets.{_DETECTORS.get(name, _MODULES[name])}")
+        if module.detect(root):
             return name
     raise UsageError(
         f"{root}: not a migration set queueguard can read (an Alembic project, Temporal's "

@@ -36,13 +36,8 @@ from alembic.script.revision import RevisionError
 from alembic.util import CommandError
 
 from queueguard.errors import UsageError
-from queueguard.sets.alembic_config import (
-    INI,
-    _ini_script_location,
-    _is_script_dir,
-    _script_directory,
-    config,
-)
+from queueguard.sets.alembic_config import _script_directory, config
+from queueguard.sets.alembic_detect import detect
 from queueguard.sets.alembic_dsn import READ_ONLY, _connected
 from queueguard.sets.alembic_hooks import After, Before, around_of
 from queueguard.sets.alembic_render import LINEAR, NotRendered, Rendered, rendered
@@ -75,21 +70,6 @@ FORMAT = "alembic"
 
 
 # --- detection ---------------------------------------------------------------------------
-
-
-def detect(root: Path) -> bool:
-    """Whether `root` is an Alembic script directory (env.py beside versions/ or
-    script.py.mako), or the folder of an alembic.ini whose script_location names one.
-    (queueguard's own migrations/ is one too: callers try the native format first.)"""
-    if not root.is_dir():
-        return False
-    if _is_script_dir(root):
-        return True
-    ini = root / INI
-    if not ini.is_file():
-        return False
-    location = _ini_script_location(ini)
-    return location is not None and _is_script_dir(location)
 
 
 # --- reading the set ---------------------------------------------------------------------

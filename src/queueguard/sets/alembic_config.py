@@ -11,43 +11,11 @@ from typing import Any
 import sqlalchemy as sa
 from alembic.config import Config
 from alembic.script import ScriptDirectory
-from alembic.util import CommandError, coerce_resource_to_filename
+from alembic.util import CommandError
 
 from queueguard.errors import UsageError
+from queueguard.sets.alembic_detect import INI, _ini_script_location, _is_script_dir
 from queueguard.sets.alembic_dsn import sqlalchemy_url
-
-INI = "alembic.ini"
-
-
-def _is_script_dir(path: Path) -> bool:
-    return (path / "env.py").is_file() and (
-        (path / "versions").is_dir() or (path / "script.py.mako").is_file()
-    )
-
-
-def _ini_script_location(ini: Path) -> Path | None:
-    """The script directory an alembic.ini names (None if it names none that exists):
-    `package:folder` inside an installed package, an absolute path or `%(here)s/…`, else a
-    relative path taken against the ini's folder first and then, as Alembic itself takes
-    it, the working directory (only right when run from the project root, where `alembic`
-    is normally run)."""
-    try:
-        location = Config(file_=str(ini)).get_main_option("script_location")
-    except Exception:  # a broken ini is "not an Alembic project", not a crash in detect
-        return None
-    if not location:
-        return None
-    # `package:folder` names a folder inside an installed package (Alembic's own spelling).
-    if ":" in location and not os.path.isabs(location) and not Path(location).exists():
-        try:
-            return Path(coerce_resource_to_filename(location))
-        except Exception:
-            return None
-    path = Path(location)
-    if path.is_absolute():
-        return path
-    candidates = [ini.parent / path, Path.cwd() / path]
-    return next((c for c in candidates if _is_script_dir(c)), candidates[0])
 
 
 def _names(ini: Path, folder: Path) -> bool:

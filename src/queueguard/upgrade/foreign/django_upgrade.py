@@ -25,6 +25,7 @@ from queueguard.errors import LockTimeout, MigrationError, UsageError
 from queueguard.sets import MigrationSet
 from queueguard.sets import django as django_format
 from queueguard.sets.django_process import Runner
+from queueguard.sets.model import state_of
 from queueguard.upgrade.foreign.report import SetUpgradeReport, Step
 from queueguard.upgrade.foreign.session import Limits, runner_session
 from queueguard.upgrade.plan.django_revision import targets as migrate_targets
@@ -68,14 +69,22 @@ def upgrade(
     on_step: Callable[[Step], None] | None = None,
 ) -> SetUpgradeReport:
     started = time.monotonic()
-    with runner_session(dsn, limits):
-        before = django_format.current(mset, dsn)
+    project = django_format._project(mset)
+    settings = {
+        "lock_timeout": str(limits.lock_timeout_ms),
+        "statement_timeout": str(limits.statement_timeout_ms),
+    }
+    # one runner reads the applied set, migrates and reads it again (each runner's start is
+    # the project's django.setup(), a second or more for a large project)
+    with runner_session(dsn, limits), Runner(project, dsn, settings=settings) as runner:
+        before = state_of(runner.ask("applied")["applied"])
         report = SetUpgradeReport(mset.format, target, before)
         report.after = before
         pending = mset.pending(before, target) if target is not None else []
         if pending:
-            _run(mset, dsn, migrate_targets(mset, pending), limits, report, on_step)
-            report.after = django_format.current(mset, dsn)
+            refuse_custom(runner)
+            _run(mset, runner, migrate_targets(mset, pending), limits, settings, report, on_step)
+            report.after = state_of(runner.ask("applied")["applied"])
         report.latest_applied = django_format.latest_applied(mset, report.after)
         report.elapsed_ms = int((time.monotonic() - started) * 1000)
         return report
@@ -83,37 +92,33 @@ def upgrade(
 
 def _run(
     mset: MigrationSet,
-    dsn: str,
+    runner: Runner,
     targets: list[str],
     limits: Limits,
+    settings: dict[str, str],
     report: SetUpgradeReport,
     on_step: Callable[[Step], None] | None,
 ) -> None:
-    project = django_format._project(mset)
     atomic = {r.id: bool(r.native.get(django_format.ATOMIC, True)) for r in mset.revisions}
-    timeout = limits.lock_timeout_ms
-    settings = {"lock_timeout": str(timeout), "statement_timeout": str(limits.statement_timeout_ms)}
     attempts: dict[str, int] = {}
-    with Runner(project, dsn, settings=settings) as runner:
-        refuse_custom(runner)
-        while True:
-            failed = _migrate(runner, targets, limits, report, on_step, settings)
-            if failed is None:
-                return
-            migration = str(failed.get("migration") or "")
-            if failed.get("sqlstate") != LOCK_NOT_AVAILABLE or not atomic.get(migration, False):
-                raise _failure(failed, report, atomic)
-            tries = attempts[migration] = attempts.get(migration, 0) + 1
-            report.lock_waits += 1
-            if tries > limits.retries:
-                raise LockTimeout(
-                    f"migration {migration}: could not get its locks after {tries} attempts "
-                    f"(last lock_timeout {settings['lock_timeout']} ms); its transaction "
-                    "rolled back"
-                )
-            time.sleep(random.uniform(*RETRY_SLEEP_S) * tries)
-            timeout = int(limits.lock_timeout_ms * RETRY_GROWTH**tries)
-            settings = {**settings, "lock_timeout": str(timeout)}
+    while True:
+        failed = _migrate(runner, targets, limits, report, on_step, settings)
+        if failed is None:
+            return
+        migration = str(failed.get("migration") or "")
+        if failed.get("sqlstate") != LOCK_NOT_AVAILABLE or not atomic.get(migration, False):
+            raise _failure(failed, report, atomic)
+        tries = attempts[migration] = attempts.get(migration, 0) + 1
+        report.lock_waits += 1
+        if tries > limits.retries:
+            raise LockTimeout(
+                f"migration {migration}: could not get its locks after {tries} attempts "
+                f"(last lock_timeout {settings['lock_timeout']} ms); its transaction "
+                "rolled back"
+            )
+        time.sleep(random.uniform(*RETRY_SLEEP_S) * tries)
+        timeout = int(limits.lock_timeout_ms * RETRY_GROWTH**tries)
+        settings = {**settings, "lock_timeout": str(timeout)}
 
 
 def _migrate(
