@@ -194,13 +194,23 @@ def test_redact_leaves_dsns_without_password_alone() -> None:
 
 @pytest.mark.parametrize(
     ("text", "ms"),
-    [("500ms", 500), ("5s", 5000), ("5", 5000), ("0.5", 500), ("2m", 120000), (" 0 ", 0)],
+    [
+        ("500ms", 500),
+        ("5s", 5000),
+        ("5", 5000),
+        ("0.5", 500),
+        ("2m", 120000),
+        (" 0 ", 0),
+        ("2min", 120000),
+        ("1h", 3600000),
+        ("1d", 86400000),  # PostgreSQL's units too
+    ],
 )
 def test_parse_duration_ms(text: str, ms: int) -> None:
     assert parse_duration_ms(text) == ms
 
 
-@pytest.mark.parametrize("text", ["abc", "", "-1", "5h", "ms", "1e3", "5 s s"])
+@pytest.mark.parametrize("text", ["abc", "", "-1", "5w", "ms", "1e3", "5 s s", "5 mins"])
 def test_parse_duration_ms_rejects_garbage(text: str) -> None:
     with pytest.raises(UsageError) as err:
         parse_duration_ms(text)

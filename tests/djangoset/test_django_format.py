@@ -15,6 +15,7 @@ import pytest
 
 from queueguard.cli import main
 from queueguard.errors import LockTimeout, UsageError
+from queueguard.report.plan import markdown
 from queueguard.sets import django as django_format
 from queueguard.sets import load
 from queueguard.sets.django_process import Options, manage_py_settings
@@ -86,6 +87,16 @@ def test_plan_captures_every_statement_of_djangos_migrate(shop: Path, empty_db: 
     # the atomic = False migration's concurrent build ran outside a transaction
     (build,) = by_id["catalog.0004_product_sku_index"]
     assert build["transactional"] is False and "CONCURRENTLY" in build["sql"]
+    # what the bill says of each migration as a whole, in the JSON and the Markdown
+    notes = {r["id"]: r["notes"] for r in doc["revisions"]}
+    assert notes["catalog.0001_initial"] == []
+    assert [n.split(":")[0] for n in notes["catalog.0003_backfill_sku"]] == [
+        "RunPython (operation 1)"
+    ]
+    built = notes["catalog.0004_product_sku_index"]
+    assert built[0].startswith("atomic = False: each statement commits on its own")
+    assert "not retry-safe as written" in built[1] and "a retry fails on it" in built[1]
+    assert "not retry-safe as written" in markdown(doc)
     # the plan only read the target: no django_migrations there
     assert _rows(empty_db, "SELECT to_regclass('django_migrations')") == [(None,)]
 
@@ -240,6 +251,8 @@ def test_a_raw_cursor_and_another_thread_make_a_migration_opaque(
     assert any("raw driver cursor" in r and "raw_made" in r for r in reasons)
     assert any("another thread" in r and "thread_made" in r for r in reasons)
     assert not found.migrations["contenttypes.0001_initial"].opaque
+    notes = {t.revision.id: t.notes for t in found.traced}
+    assert sum(n.startswith("opaque: ") for n in notes["catalog.0006_opaque"]) >= 2
 
 
 LATE = """

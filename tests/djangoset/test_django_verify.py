@@ -72,7 +72,7 @@ def test_verify_upgrades_a_fixture_through_the_squashed_originals(
     # the fixture (through the originals) end in different catalogs
     squash = shop / "orders" / "migrations" / "0001_squashed_0003_order_status.py"
     text = squash.read_text()
-    squash.write_text(text.replace('max_length=20)', 'max_length=30)'))
+    squash.write_text(text.replace("max_length=20)", "max_length=30)"))
     code, doc = _run(capsys, *argv)
     failed = [c for c in doc["checks"] if not c["ok"]]  # type: ignore[union-attr]
     assert code == 1
@@ -111,3 +111,17 @@ def test_rehearse_runs_djangos_migrate_on_a_copy(
     assert all(s["estimate_ms"] is not None for s in statements if s["sql"].startswith("ALTER"))
     # the source is never written
     assert manage(shop, empty_db, "showmigrations", "catalog").count("[X]") == 2
+
+
+def test_upgrade_max_lock_refuses_a_migration_over_the_budget(
+    shop: Path, empty_db: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    manage(shop, empty_db, "migrate", "catalog", "0004")
+    argv = ["upgrade", "--migrations", str(shop), "--dsn", empty_db, "--to"]
+    # 0005 adds a column under ACCESS EXCLUSIVE: any hold is over a budget of nothing
+    assert main([*argv, "catalog.0005_product_weight", "--max-lock", "0ms"]) == 1
+    err = capsys.readouterr().err
+    assert "catalog.0005_product_weight" in err and "nothing was changed" in err
+    assert manage(shop, empty_db, "showmigrations", "catalog").count("[X]") == 4
+    assert main([*argv, "catalog.0005_product_weight", "--max-lock", "1h"]) == 0
+    assert manage(shop, empty_db, "showmigrations", "catalog").count("[X]") == 5

@@ -98,7 +98,7 @@ def _check_shape(doc: dict[str, Any]) -> None:
     assert set(doc) == DOCUMENT_KEYS
     assert doc["schemaVersion"] == 1
     for revision in doc["revisions"]:
-        assert set(revision) == {"id", "walBytes", "extraDiskBytes", "statements"}
+        assert set(revision) == {"id", "walBytes", "extraDiskBytes", "notes", "statements"}
         for i, s in enumerate(revision["statements"]):
             assert set(s) == STATEMENT_KEYS, s
             assert s["index"] == i

@@ -46,17 +46,19 @@ def resolve(dsn: str | None, *, embedded: bool = False, fallback: bool = False) 
     raise UsageError(f"this command needs an explicit target: --dsn, {ENV_DSN} or --embedded")
 
 
-_DURATION = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*(ms|s|m)?\s*$")
+_DURATION = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*(ms|s|min|m|h|d)?\s*$")
+#: each unit in ms: queueguard's `m`, and PostgreSQL's own (as lock_timeout takes them)
+_UNITS = {"ms": 1, "s": 1000, "m": 60_000, "min": 60_000, "h": 3_600_000, "d": 86_400_000}
 MAX_DURATION_MS = 2**31 - 1
 
 
 def parse_duration_ms(text: str) -> int:
-    """`500ms`, `5s`, `2m` or plain seconds, as milliseconds."""
+    """`500ms`, `5s`, `2m` (PostgreSQL's `2min`, `1h`, `1d`) or plain seconds, as ms."""
     match = _DURATION.match(text)
     if not match:
         raise UsageError(f"bad duration {text!r}: use e.g. 500ms, 5s or 2m")
     value, unit = float(match.group(1)), match.group(2) or "s"
-    ms = int(value * {"ms": 1, "s": 1000, "m": 60000}[unit])
+    ms = int(value * _UNITS[unit])
     if ms > MAX_DURATION_MS:  # PostgreSQL's timeouts are int milliseconds
         raise UsageError(f"duration {text!r} is too long (at most {MAX_DURATION_MS} ms)")
     return ms

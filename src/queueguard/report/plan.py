@@ -150,6 +150,9 @@ def _details(s: dict[str, Any]) -> list[str]:
 
 def _revision(revision: dict[str, Any], online: dict[tuple[str, str], str]) -> list[str]:
     out = [md.heading(4, f"Revision {md.code(revision['id'])}"), ""]
+    notes = revision.get("notes") or []
+    if notes:
+        out += [*(f"- {md.text(note)}" for note in notes), ""]
     statements = revision["statements"]
     if not statements:
         return [*out, "No statement on PostgreSQL.", ""]

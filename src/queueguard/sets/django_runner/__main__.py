@@ -158,6 +158,8 @@ def setup(channel, message):
 
 
 def _describe(migration, path):
+    from django.db.migrations.operations import RunPython
+
     ops = []
     for op in migration.operations:
         kind = type(op).__name__
@@ -168,7 +170,7 @@ def _describe(migration, path):
                 "describe": _safe(op.describe),
                 "reduces_to_sql": bool(getattr(op, "reduces_to_sql", True)),
                 "atomic": getattr(op, "atomic", None),
-                "python": kind == "RunPython",
+                "python": isinstance(op, RunPython),  # a subclass of the project's too
             }
         )
     return {

@@ -28,7 +28,13 @@ from queueguard.sets import MigrationSet, Revision
 from queueguard.sets import django as django_format
 from queueguard.sets.django_process import Runner
 from queueguard.sets.model import heads_of
-from queueguard.upgrade.plan.python_revision import Traced, _Watcher, indexes_now, sizes_now
+from queueguard.upgrade.plan.python_revision import (
+    Traced,
+    _Watcher,
+    indexes_now,
+    is_introspection,
+    sizes_now,
+)
 
 Q = queries("queueguard.upgrade", "django.sql")
 _QUOTED = re.compile(r'"((?:[^"]|"")+)"')
@@ -113,6 +119,48 @@ def unexplained(
     )
 
 
+_CONCURRENT = re.compile(
+    r"^\s*CREATE\s+(?:UNIQUE\s+)?INDEX\s+CONCURRENTLY\s+(IF\s+NOT\s+EXISTS\s+)?(\S+)", re.I
+)
+
+
+def notes(revision: Revision, migration: Migration) -> list[str]:
+    """What the bill says of one migration beyond its statements' lines (pure)."""
+    found = [
+        f"opaque: {reason}; priced as observed, never rewritten" for reason in migration.opaque
+    ]
+    if not revision.native.get(django_format.ATOMIC, True):
+        found.append(
+            "atomic = False: each statement commits on its own; a failure halfway leaves the "
+            "earlier statements applied and the migration unrecorded in django_migrations "
+            "(upgrade retries only the statement that timed out, in place)"
+        )
+    ran: dict[str, int] = {}
+    for statement in migration.statements:
+        origin, sql = str(statement.get("origin") or ""), str(statement["sql"])
+        ran[origin] = ran.get(origin, 0) + 1
+        concurrent = _CONCURRENT.match(sql)
+        if concurrent:
+            retried = (
+                "a retry succeeds and keeps it invalid"
+                if concurrent.group(1)
+                else ("a retry fails on it")
+            )
+            found.append(
+                f"CREATE INDEX CONCURRENTLY {concurrent.group(2)} is not retry-safe as written: "
+                f"a failed or cancelled build leaves an INVALID index, and {retried}; upgrade "
+                "drops an INVALID index of that name before building it again"
+            )
+    for n, op in enumerate(revision.native.get(django_format.OPERATIONS, ()), start=1):
+        if op.get("python"):
+            count = ran.get(f"{n}: {op.get('kind')}", 0)
+            found.append(
+                f"{op.get('kind')} (operation {n}): a Python step, "
+                f"data-dependent: {count} statement(s) on the sample, priced as its rows scale"
+            )
+    return found
+
+
 def targets(mset: MigrationSet, revisions: Sequence[Revision]) -> list[str]:
     """What `migrate` is given to apply `revisions` (in Django's order): nothing when they
     end at every app's leaves, else each end among them."""
@@ -165,6 +213,7 @@ def capture(mset: MigrationSet, dsn: str, revisions: Sequence[Revision]) -> Capt
                 sqls = [s["sql"] for s in current.statements]
                 for name in unexplained(before, catalog(dsn), sqls):
                     current.opaque.append(f"{name} changed, and no captured statement names it")
+                found.traced[-1].notes = notes(by_id[current.id], current)
                 with connection(dsn) as conn:
                     sizes, now = sizes_now(conn), indexes_now(conn)
                     conn.rollback()
@@ -254,7 +303,6 @@ def captured_sql(mset: MigrationSet, admin_dsn: str | None = None) -> dict[str, 
     Django's bookkeeping and the driver's and ORM's queries that change nothing are left
     out."""
     from queueguard.pg import scratch
-    from queueguard.upgrade.plan.python_revision import is_introspection
 
     with scratch.ScratchDatabases(admin_dsn or scratch.server_dsn(), prefix="qglint") as dbs:
         found = capture(mset, dbs.create(), mset.pending(None))

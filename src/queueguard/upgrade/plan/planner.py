@@ -38,6 +38,8 @@ class Plan:
     sample_rows: int = sample.DEFAULT_ROWS
     #: a Django database: {app_label: its latest applied migration}
     latest_applied: dict[str, str] = field(default_factory=dict)
+    #: what the bill says of a revision as a whole ({revision: lines}; Django's migrations)
+    notes: dict[str, list[str]] = field(default_factory=dict)
 
     @property
     def over(self) -> list[bill.Line]:
@@ -68,6 +70,7 @@ class Plan:
                     "walBytes": _total(line.wal_bytes for line in lines),
                     # a revision's new files are all kept until its commit
                     "extraDiskBytes": _total(line.extra_disk_bytes for line in lines),
+                    "notes": self.notes.get(rid, []),
                     "statements": [bill.document(line) for line in lines],
                 }
                 for rid, lines in self.revisions
@@ -204,9 +207,9 @@ def plan(
         else:
             copy = databases.create()
             target_sizes = sample.build(target_dsn, copy, sample_rows)
-        result.revisions = bill_traced(
-            _traced(mset, pending, copy, start), target_sizes, max_lock_ms
-        )
+        traced = _traced(mset, pending, copy, start)
+        result.revisions = bill_traced(traced, target_sizes, max_lock_ms)
+        result.notes = {t.revision.id: t.notes for t in traced if t.notes}
     _queue_behind(result, target_dsn)
     return result
 

@@ -56,6 +56,9 @@ class Traced:
     seen: list[Observation] = field(default_factory=list)
     sizes: Mapping[str, Size] = field(default_factory=dict)
     indexes: dict[str, str] = field(default_factory=dict)
+    #: what the bill says of the revision as a whole (a Django migration's: opaque,
+    #: `atomic = False`, a concurrent build's retry, a RunPython's data)
+    notes: list[str] = field(default_factory=list)
 
 
 def sizes_now(conn: psycopg.Connection[Any]) -> dict[str, Size]:

@@ -41,16 +41,24 @@ def _line(line: Line) -> list[str]:
     return out
 
 
+def _at(plan: Plan) -> str:
+    if plan.format == "django":  # an applied set: each app's latest applied migration
+        latest = ", ".join(f"{a}.{n}" for a, n in sorted(plan.latest_applied.items()))
+        return latest or "no migration applied"
+    return plan.current or "an empty schema"
+
+
 def render_text(plan: Plan) -> str:
     lines = [
-        f"plan ({plan.format}): the target is at {plan.current or 'an empty schema'}, "
+        f"plan ({plan.format}): the target is at {_at(plan)}, "
         f"{len(plan.revisions)} revision(s) pending up to {plan.target}"
     ]
     for rid, statements in plan.revisions:
+        notes = [f"    note: {note}" for note in plan.notes.get(rid, [])]
         if not statements:  # a branch for another dialect, a version without files
-            lines.append(f"revision {rid}: no statement on PostgreSQL")
+            lines += [f"revision {rid}: no statement on PostgreSQL", *notes]
             continue
-        lines.append(f"revision {rid}: {len(statements)} statement(s)")
+        lines += [f"revision {rid}: {len(statements)} statement(s)", *notes]
         for line in statements:
             lines.extend(_line(line))
     if plan.max_lock_ms is not None:
