@@ -22,7 +22,8 @@ from bench.foreign import load
 from queueguard.pg import scratch
 from queueguard.sets import MigrationSet
 from queueguard.upgrade.foreign.session import Limits
-from queueguard.upgrade.runner import RETRY_GROWTH, ladder_s
+from queueguard.upgrade.ladder import RETRY_GROWTH
+from queueguard.upgrade.runner import ladder_s
 
 ROWS = 100_000
 WRITERS = 3

@@ -27,10 +27,11 @@ from queueguard.resources import migrations_dir
 from queueguard.revisions import SetFacts
 from queueguard.upgrade import catalog, golden, locks, manifest, rows, verify, verify_report
 from queueguard.upgrade.golden import NegativeCase
+from queueguard.upgrade.ladder import RETRY_SLEEP_S
 from queueguard.upgrade.online.between import Source, source_problems
 from queueguard.upgrade.online.watch import plan
 from queueguard.upgrade.refusals import Attempt, problems
-from queueguard.upgrade.runner import RETRY_SLEEP_S, ladder_s, upgrade
+from queueguard.upgrade.runner import ladder_s, upgrade
 
 SQL = migrations_dir() / "sql" / "004"
 

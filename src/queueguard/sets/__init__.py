@@ -62,4 +62,8 @@ def load(root: Path | str, format_name: str | None = None, dsn: str | None = Non
         from queueguard.sets import alembic
 
         return alembic.load(root, dsn)
+    if name == "django":  # its runner connects to the command's target (`django.Graph`)
+        from queueguard.sets import django
+
+        return django.load(root, dsn=dsn)
     return adapter(name).load(root)  # type: ignore[no-any-return]

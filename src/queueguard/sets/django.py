@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import atexit
 import hashlib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -63,19 +63,28 @@ def _revision(entry: dict[str, Any]) -> Revision:
     )
 
 
-class _Graph:
-    """One runner without a database, kept for the graph and Django's plans of the set."""
+class Graph:
+    """One runner kept for the set's life: the graph and Django's plans of it, and — when
+    the command names a target — connected to it, read only, so that reading the target's
+    applied set and (switched to writing) `upgrade`'s migrate need no runner of their own:
+    each runner's start is the project's django.setup(), a second or more for a large
+    project."""
 
-    def __init__(self, proj: Project) -> None:
+    def __init__(self, proj: Project, dsn: str | None = None) -> None:
         self.project = proj
+        self.dsn = dsn
         self._runner: Runner | None = None
 
     @property
     def runner(self) -> Runner:
         if self._runner is None:
-            self._runner = Runner(self.project, None)
+            self._runner = Runner(self.project, self.dsn, read_only=self.dsn is not None)
             atexit.register(self._runner.close)
         return self._runner
+
+    def on(self, dsn: str) -> Runner | None:
+        """The runner when it is connected to `dsn` (else None: the caller starts one)."""
+        return self.runner if self.dsn is not None and self.dsn == dsn else None
 
     def graph(self) -> dict[str, Any]:
         return self.runner.ask("graph")
@@ -88,12 +97,12 @@ class _Graph:
         return tuple((s["id"], bool(s["backwards"])) for s in found["steps"])
 
 
-def load(root: Path, options: Options | None = None) -> MigrationSet:
+def load(root: Path, options: Options | None = None, dsn: str | None = None) -> MigrationSet:
     """The project's migrations in the order `migrate` applies them to an empty database,
     each squash's originals just before it (a database with some of them applied runs
-    them)."""
+    them). `dsn`: the command's target, which the set's runner connects to (`Graph`)."""
     proj = project(root, options or OPTIONS)
-    graph = _Graph(proj)
+    graph = Graph(proj, dsn)
     found = graph.graph()
     revisions = tuple(_revision(m) for m in found["migrations"])
     leaves = state_of(found["leaves"])
@@ -105,12 +114,12 @@ def load(root: Path, options: Options | None = None) -> MigrationSet:
         bookkeeping=frozenset({BOOKKEEPING_TABLE}),
         steps=_steps(graph, root, leaves),
         target_of=_target_of(ids, leaves),
-        runner=proj,
+        runner=graph,
     )
 
 
 def _steps(
-    graph: _Graph, root: Path, leaves: str | None
+    graph: Graph, root: Path, leaves: str | None
 ) -> Callable[[str | None, str | None], list[str]]:
     def steps(current: str | None, target: str | None) -> list[str]:
         # every app's leaves (plain `migrate`): the leaves of the graph as the applied set
@@ -143,9 +152,21 @@ def _target_of(ids: set[str], leaves: str | None) -> Callable[[str | None], str 
     return target_of
 
 
+def migrate_targets(mset: MigrationSet, revisions: Sequence[Revision]) -> list[str]:
+    """What `migrate` is given to apply `revisions` (in Django's order): nothing when they
+    end at every app's leaves, else each end among them."""
+    end = mset.end_of(list(revisions))
+    if end == mset.resolve(None):
+        return []
+    return list(heads_of(end))
+
+
 def current(mset: MigrationSet, dsn: str) -> str | None:
     """The migrations the database has applied (its `django_migrations`, read by Django's
     recorder on a read-only connection), as one state string; None when none is."""
+    shared = graph_of(mset).on(dsn)
+    if shared is not None:
+        return state_of(shared.ask("applied")["applied"])
     with Runner(_project(mset), dsn, read_only=True) as runner:
         found = runner.ask("applied")
     return state_of(found["applied"])
@@ -168,7 +189,11 @@ def latest_applied(mset: MigrationSet, state: str | None) -> dict[str, str]:
     return latest
 
 
-def _project(mset: MigrationSet) -> Project:
-    if not isinstance(mset.runner, Project):
+def graph_of(mset: MigrationSet) -> Graph:
+    if not isinstance(mset.runner, Graph):
         raise UsageError(f"{mset.root}: not a Django project set")
     return mset.runner
+
+
+def _project(mset: MigrationSet) -> Project:
+    return graph_of(mset).project

@@ -47,18 +47,14 @@ from queueguard.revisions import VERSION_TABLE, SetFacts
 from queueguard.stores import schema
 from queueguard.upgrade import audit, manifest, topology
 from queueguard.upgrade.alembic_config import config, engine_for
+from queueguard.upgrade.ladder import RETRY_GROWTH, RETRY_SLEEP_S, RUNNER_WAIT_S
 
 Q = queries("queueguard.upgrade", "upgrade.sql")
 T = TypeVar("T")
-RUNNER_WAIT_S = 30.0
 #: Alembic keeps its running migration context in module globals (`alembic.context`,
 #: `alembic.op`): two threads of one process must not run it at once (hosts may install the
 #: head schema from several threads). Across processes the runner lock serialises them.
 ALEMBIC = threading.Lock()
-#: the lock-timeout ladder: each retry waits a jittered RETRY_SLEEP_S × its number, then
-#: tries again with a lock_timeout RETRY_GROWTH times the last (`ladder_s` bounds it)
-RETRY_GROWTH = 1.5
-RETRY_SLEEP_S = (0.1, 0.5)
 
 
 def ladder_s(lock_timeout_ms: int, retries: int) -> float:

@@ -19,7 +19,7 @@ from queueguard.sets import alembic as alembic_format
 from queueguard.sets.model import stretches
 from queueguard.upgrade.foreign.report import SetUpgradeReport, Step
 from queueguard.upgrade.foreign.session import Limits, runner_session
-from queueguard.upgrade.runner import RETRY_GROWTH, RETRY_SLEEP_S
+from queueguard.upgrade.ladder import RETRY_GROWTH, RETRY_SLEEP_S
 
 
 def upgrade(

@@ -19,6 +19,7 @@ from __future__ import annotations
 import random
 import time
 from collections.abc import Callable
+from contextlib import nullcontext
 from typing import Any
 
 from queueguard.errors import LockTimeout, MigrationError, UsageError
@@ -28,8 +29,7 @@ from queueguard.sets.django_process import Runner
 from queueguard.sets.model import state_of
 from queueguard.upgrade.foreign.report import SetUpgradeReport, Step
 from queueguard.upgrade.foreign.session import Limits, runner_session
-from queueguard.upgrade.plan.django_revision import targets as migrate_targets
-from queueguard.upgrade.runner import RETRY_GROWTH, RETRY_SLEEP_S
+from queueguard.upgrade.ladder import RETRY_GROWTH, RETRY_SLEEP_S
 
 LOCK_NOT_AVAILABLE = "55P03"
 
@@ -75,15 +75,25 @@ def upgrade(
         "statement_timeout": str(limits.statement_timeout_ms),
     }
     # one runner reads the applied set, migrates and reads it again (each runner's start is
-    # the project's django.setup(), a second or more for a large project)
-    with runner_session(dsn, limits), Runner(project, dsn, settings=settings) as runner:
+    # the project's django.setup(), a second or more for a large project): the set's own
+    # when it is connected to this target (its connections then switched to writing)
+    shared = django_format.graph_of(mset).on(dsn)
+    if shared is not None:
+        settings["default_transaction_read_only"] = "off"
+    with (
+        runner_session(dsn, limits),
+        nullcontext(shared)
+        if shared is not None
+        else Runner(project, dsn, settings=settings) as runner,
+    ):
         before = state_of(runner.ask("applied")["applied"])
         report = SetUpgradeReport(mset.format, target, before)
         report.after = before
         pending = mset.pending(before, target) if target is not None else []
         if pending:
             refuse_custom(runner)
-            _run(mset, runner, migrate_targets(mset, pending), limits, settings, report, on_step)
+            targets = django_format.migrate_targets(mset, pending)
+            _run(mset, runner, targets, limits, settings, report, on_step)
             report.after = state_of(runner.ask("applied")["applied"])
         report.latest_applied = django_format.latest_applied(mset, report.after)
         report.elapsed_ms = int((time.monotonic() - started) * 1000)

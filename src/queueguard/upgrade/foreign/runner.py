@@ -34,11 +34,9 @@ import psycopg
 
 from queueguard.errors import LockTimeout, MigrationError, TamperedMigration, UsageError
 from queueguard.pg.connect import connect, connection_lost
-from queueguard.sets import MigrationSet, Revision, alembic_version_table, sqldir, temporal
-from queueguard.sets.alembic_render import BOOKKEEPING
-from queueguard.sets.alembic_version_table import DEFAULT_VERSION_TABLE
+from queueguard.sets import MigrationSet, Revision, sqldir, temporal
 from queueguard.upgrade import topology
-from queueguard.upgrade.foreign import alembic_runner, half_applied, outside, progress
+from queueguard.upgrade.foreign import half_applied, outside, progress
 from queueguard.upgrade.foreign.report import SetUpgradeReport, Step
 from queueguard.upgrade.foreign.session import (
     APPLICATION_NAME,
@@ -49,8 +47,8 @@ from queueguard.upgrade.foreign.session import (
     session_unlock,
     stopped,
 )
+from queueguard.upgrade.ladder import RETRY_GROWTH, RETRY_SLEEP_S
 from queueguard.upgrade.plan.apply import code_of, first_line, is_transaction_control
-from queueguard.upgrade.runner import RETRY_GROWTH, RETRY_SLEEP_S
 
 if TYPE_CHECKING:  # the online path (and pglast, its parser) is imported only when used
     from queueguard.upgrade.foreign.online.apply import OnlinePlan
@@ -64,7 +62,9 @@ def current(mset: MigrationSet, conn: psycopg.Connection[Any]) -> str | None:
     if mset.format == "sqldir":
         return sqldir.current(conn)
     if mset.format == "alembic":  # a revision run as its rendered SQL (`upgrade --online`)
-        return alembic_version_table.read(conn, mset.version_table or DEFAULT_VERSION_TABLE)
+        from queueguard.sets import alembic_version_table as versions
+
+        return versions.read(conn, mset.version_table or versions.DEFAULT_VERSION_TABLE)
     raise UsageError(f"format {mset.format} is not read through this connection")
 
 
@@ -93,7 +93,9 @@ def upgrade(
         from queueguard.upgrade.foreign import django_upgrade
 
         return django_upgrade.upgrade(mset, dsn, target, limits, on_step)
-    if mset.format == "alembic":
+    if mset.format == "alembic":  # imported here: Alembic and SQLAlchemy cost a second
+        from queueguard.upgrade.foreign import alembic_runner
+
         if not any(r.statements is not None for r in mset.revisions):
             return alembic_runner.upgrade(mset, dsn, target, limits, on_step)
         # `upgrade --online` runs some revisions as their rendered SQL: those here, the
@@ -345,8 +347,11 @@ def _bookkeeping(
         sqldir.ensure_ledger(conn)
         sqldir.record(conn, rev)
     elif mset.format == "alembic":
-        table = mset.version_table or DEFAULT_VERSION_TABLE
-        alembic_version_table.record(conn, table, rev.native[BOOKKEEPING])
+        from queueguard.sets import alembic_version_table as versions
+        from queueguard.sets.alembic_render import BOOKKEEPING
+
+        table = mset.version_table or versions.DEFAULT_VERSION_TABLE
+        versions.record(conn, table, rev.native[BOOKKEEPING])
     progress.clear(conn, rev)
 
 

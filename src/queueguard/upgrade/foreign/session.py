@@ -19,8 +19,8 @@ from queueguard.pg.connect import connect, connection_lost
 from queueguard.pg.dsn import redact
 from queueguard.pg.sqlfiles import queries
 from queueguard.upgrade import topology
+from queueguard.upgrade.ladder import RUNNER_WAIT_S
 from queueguard.upgrade.plan.apply import first_line
-from queueguard.upgrade.runner import RUNNER_WAIT_S
 
 Q = queries("queueguard.upgrade", "foreign.sql")
 APPLICATION_NAME = "queueguard-upgrade"

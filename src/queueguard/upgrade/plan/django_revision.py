@@ -27,7 +27,6 @@ from queueguard.pg.sqlfiles import queries
 from queueguard.sets import MigrationSet, Revision
 from queueguard.sets import django as django_format
 from queueguard.sets.django_process import Runner
-from queueguard.sets.model import heads_of
 from queueguard.upgrade.plan.python_revision import (
     Traced,
     _Watcher,
@@ -161,15 +160,6 @@ def notes(revision: Revision, migration: Migration) -> list[str]:
     return found
 
 
-def targets(mset: MigrationSet, revisions: Sequence[Revision]) -> list[str]:
-    """What `migrate` is given to apply `revisions` (in Django's order): nothing when they
-    end at every app's leaves, else each end among them."""
-    end = mset.end_of(list(revisions))
-    if end == mset.resolve(None):
-        return []
-    return list(heads_of(end))
-
-
 def traced(mset: MigrationSet, dsn: str, revisions: Sequence[Revision]) -> list[Traced]:
     return capture(mset, dsn, revisions).traced
 
@@ -191,7 +181,8 @@ def capture(mset: MigrationSet, dsn: str, revisions: Sequence[Revision]) -> Capt
     before: set[tuple[str, str, str]] = set()
     started = 0.0
     with Runner(project, dsn) as runner:
-        runner.send(op="migrate", targets=targets(mset, revisions), watch=True)
+        targets = django_format.migrate_targets(mset, revisions)
+        runner.send(op="migrate", targets=targets, watch=True)
         for event in runner.events():
             kind = event["ev"]
             if kind == "start":

@@ -15,7 +15,7 @@ import psycopg
 from queueguard.errors import LockTimeout
 from queueguard.upgrade.foreign import outside
 from queueguard.upgrade.foreign.session import Limits, begin
-from queueguard.upgrade.runner import RETRY_GROWTH, RETRY_SLEEP_S
+from queueguard.upgrade.ladder import RETRY_GROWTH, RETRY_SLEEP_S
 
 T = TypeVar("T")
 Work = Callable[[psycopg.Connection[Any]], T]
