@@ -48,7 +48,8 @@ from bench.foreign import load
 from queueguard.pg import scratch
 from queueguard.pg.scratch import ScratchDatabases
 from queueguard.upgrade.foreign.session import Limits
-from queueguard.upgrade.runner import RETRY_GROWTH, ladder_s
+from queueguard.upgrade.ladder import RETRY_GROWTH
+from queueguard.upgrade.runner import ladder_s
 
 DOCS = ROOT / "docs" / "benchmarks.md"
 SECTION = "## Foreign upgrade under load"

@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import atexit
 import hashlib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -83,8 +84,26 @@ class Graph:
         return self._runner
 
     def on(self, dsn: str) -> Runner | None:
-        """The runner when it is connected to `dsn` (else None: the caller starts one)."""
+        """The runner when it is connected to `dsn`, read only (else None)."""
         return self.runner if self.dsn is not None and self.dsn == dsn else None
+
+    @contextmanager
+    def borrow(
+        self, dsn: str, *, read_only: bool = False, settings: Mapping[str, str] = {}
+    ) -> Iterator[Runner]:
+        """The set's runner pointed at `dsn` with these session settings for a while (a
+        scratch copy's capture, an upgrade), then back at the command's target, read only.
+        A runner left in an unknown state by an error is stopped; the next use starts one."""
+        runner = self.runner
+        try:
+            runner.retarget(dsn, read_only=read_only, settings=settings)
+            yield runner
+        except BaseException:
+            runner.kill()
+            self._runner = None
+            raise
+        runner.running = None
+        runner.retarget(self.dsn, read_only=self.dsn is not None)
 
     def graph(self) -> dict[str, Any]:
         return self.runner.ask("graph")
@@ -164,12 +183,12 @@ def migrate_targets(mset: MigrationSet, revisions: Sequence[Revision]) -> list[s
 def current(mset: MigrationSet, dsn: str) -> str | None:
     """The migrations the database has applied (its `django_migrations`, read by Django's
     recorder on a read-only connection), as one state string; None when none is."""
-    shared = graph_of(mset).on(dsn)
+    graph = graph_of(mset)
+    shared = graph.on(dsn)
     if shared is not None:
         return state_of(shared.ask("applied")["applied"])
-    with Runner(_project(mset), dsn, read_only=True) as runner:
-        found = runner.ask("applied")
-    return state_of(found["applied"])
+    with graph.borrow(dsn, read_only=True) as runner:
+        return state_of(runner.ask("applied")["applied"])
 
 
 def latest_applied(mset: MigrationSet, state: str | None) -> dict[str, str]:

@@ -226,6 +226,30 @@ class Runner:
             with contextlib.suppress(OSError):
                 stream.close()
 
+    def kill(self) -> None:
+        """Stop it now, whatever it was doing (a capture that failed on our side)."""
+        if self._process.poll() is None:
+            self._process.kill()
+            self._process.wait()
+        for stream in (self._commands, self._events):
+            with contextlib.suppress(OSError):
+                stream.close()
+
+    def retarget(
+        self, dsn: str | None, *, read_only: bool = False, settings: Mapping[str, str] = {}
+    ) -> None:
+        """Point the runner's alias at `dsn` (None: no database) with these session settings;
+        its connection is found on the target by a new nonce, else refused."""
+        fields, libpq = connection_fields(dsn)
+        nonce = f"queueguard-django-{uuid.uuid4().hex[:16]}"
+        given = {**settings, **({"default_transaction_read_only": "on"} if read_only else {})}
+        self.send(op="retarget", fields=fields, libpq=libpq, settings=given, nonce=nonce,
+                  connect=dsn is not None)  # fmt: skip
+        ready = self.receive()
+        self.dsn, self.read_only, self.settings = dsn, read_only, dict(settings)
+        if dsn is not None:
+            self._check_reached(nonce, ready.get("pid"))
+
     def __enter__(self) -> Runner:
         return self
 

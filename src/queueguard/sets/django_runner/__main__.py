@@ -154,6 +154,24 @@ def setup(channel, message):
     )
 
 
+def retarget(channel, message):
+    """The alias pointed at another database (or none), its session settings replaced: one
+    runner serves a command's every database (queueguard checks the nonce there again)."""
+    from django.conf import settings
+    from django.db import connections
+
+    _GIVEN.update({k: message[k] for k in ("fields", "libpq", "settings", "nonce")})
+    _override(settings.DATABASES, _GIVEN["alias"], _GIVEN)
+    _override(connections.settings, _GIVEN["alias"], _GIVEN)
+    connections.close_all()
+    pid = None
+    if message.get("connect"):
+        with connections[_GIVEN["alias"]].cursor() as cursor:
+            cursor.execute("SELECT pg_backend_pid()")
+            pid = cursor.fetchone()[0]
+    channel.send(ev="ready", pid=pid)
+
+
 # --- the graph ---------------------------------------------------------------------------
 
 
@@ -335,6 +353,8 @@ def main():
             if op == "setup":
                 alias = message["alias"]
                 setup(channel, message)
+            elif op == "retarget":
+                retarget(channel, message)
             elif op == "graph":
                 graph(channel)
             elif op == "applied":

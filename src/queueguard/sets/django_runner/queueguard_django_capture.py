@@ -228,6 +228,8 @@ class Capture:
             op = command["op"]
             if op == "query":
                 self._query(connection, command)
+            elif op == "queries":  # several reads in one round trip (observe's pipeline)
+                self._queries(connection, command["queries"])
             elif op == "go":
                 started = time.perf_counter()
                 try:
@@ -246,6 +248,21 @@ class Capture:
         if error is not None:
             raise error
         return result
+
+    def _queries(self, connection, queries):
+        self.local.serving = True
+        answers = []
+        try:
+            with connection.connection.cursor() as cursor:
+                for query in queries:
+                    cursor.execute(query["sql"], query.get("params"))
+                    rows = cursor.fetchall() if cursor.description is not None else []
+                    answers.append([list(r) for r in rows])
+            self.channel.send(ev="rows", results=answers)
+        except Exception as exc:
+            self.channel.send(ev="rows", error=f"{type(exc).__name__}: {exc}".strip())
+        finally:
+            self.local.serving = False
 
     def _query(self, connection, command):
         self.local.serving = True

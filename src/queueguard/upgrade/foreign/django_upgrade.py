@@ -19,7 +19,6 @@ from __future__ import annotations
 import random
 import time
 from collections.abc import Callable
-from contextlib import nullcontext
 from typing import Any
 
 from queueguard.errors import LockTimeout, MigrationError, UsageError
@@ -69,23 +68,14 @@ def upgrade(
     on_step: Callable[[Step], None] | None = None,
 ) -> SetUpgradeReport:
     started = time.monotonic()
-    project = django_format._project(mset)
     settings = {
         "lock_timeout": str(limits.lock_timeout_ms),
         "statement_timeout": str(limits.statement_timeout_ms),
     }
-    # one runner reads the applied set, migrates and reads it again (each runner's start is
-    # the project's django.setup(), a second or more for a large project): the set's own
-    # when it is connected to this target (its connections then switched to writing)
-    shared = django_format.graph_of(mset).on(dsn)
-    if shared is not None:
-        settings["default_transaction_read_only"] = "off"
-    with (
-        runner_session(dsn, limits),
-        nullcontext(shared)
-        if shared is not None
-        else Runner(project, dsn, settings=settings) as runner,
-    ):
+    # the set's runner reads the applied set, migrates and reads it again (each runner's
+    # start is the project's django.setup(), a second or more for a large project)
+    graph = django_format.graph_of(mset)
+    with runner_session(dsn, limits), graph.borrow(dsn, settings=settings) as runner:
         before = state_of(runner.ask("applied")["applied"])
         report = SetUpgradeReport(mset.format, target, before)
         report.after = before

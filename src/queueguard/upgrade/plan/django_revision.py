@@ -41,8 +41,8 @@ _WORD = re.compile(r"[a-z_][a-z0-9_$]*")
 
 
 class _Rows:
-    def __init__(self, rows: list[list[Any]]) -> None:
-        self.rows = [tuple(r) for r in rows]
+    def __init__(self, rows: list[list[Any]] | None = None) -> None:
+        self.rows = [tuple(r) for r in rows or []]
 
     def fetchall(self) -> list[tuple[Any, ...]]:
         return self.rows
@@ -59,17 +59,36 @@ class Remote:
         self.runner = runner
         self.autocommit = autocommit
         self.info = SimpleNamespace(backend_pid=pid)
+        self._batch: list[tuple[dict[str, Any], _Rows]] | None = None
 
     def execute(self, sql: str, params: Mapping[str, Any] | None = None) -> _Rows:
-        self.runner.send(op="query", sql=sql, params=dict(params) if params else None)
+        query = {"sql": sql, "params": dict(params) if params else None}
+        if self._batch is not None:  # in a pipeline: answered when it ends
+            self._batch.append((query, _Rows()))
+            return self._batch[-1][1]
+        self.runner.send(op="query", **query)
+        return _Rows(self._answer()["rows"])
+
+    def _answer(self) -> dict[str, Any]:
         answer = self.runner.receive()
         if answer.get("error"):
             raise MigrationError(f"reading the Django session: {answer['error']}")
-        return _Rows(answer["rows"])
+        return answer
 
     @contextmanager
     def pipeline(self) -> Iterator[None]:
-        yield
+        """The queries sent in it go to the runner together, in one round trip, as
+        psycopg's pipeline sends them to the server (their rows are read after it)."""
+        self._batch = []
+        try:
+            yield
+            batch, self._batch = self._batch, None
+            if batch:
+                self.runner.send(op="queries", queries=[query for query, _ in batch])
+                for (_, rows), found in zip(batch, self._answer()["results"], strict=True):
+                    rows.rows = [tuple(r) for r in found]
+        finally:
+            self._batch = None
 
 
 @dataclass
@@ -92,11 +111,9 @@ class Capture:
     post_migrate: list[dict[str, Any]] = field(default_factory=list)
 
 
-def catalog(dsn: str) -> set[tuple[str, str, str]]:
-    with connection(dsn) as conn:
-        rows = conn.execute(Q["catalog_objects"]).fetchall()
-        conn.rollback()
-    return {(r[0], r[1], r[2]) for r in rows}
+def catalog(conn: Any) -> set[tuple[str, str, str]]:
+    """The catalog's objects, read on an autocommit connection (no snapshot held)."""
+    return {(r[0], r[1], r[2]) for r in conn.execute(Q["catalog_objects"]).fetchall()}
 
 
 def unexplained(
@@ -173,14 +190,15 @@ def capture(mset: MigrationSet, dsn: str, revisions: Sequence[Revision]) -> Capt
     watcher = _Watcher(dsn, frozenset())
     watcher.wanted = lambda sql: True  # type: ignore[method-assign]
     by_id = {r.id: r for r in mset.revisions}
-    with connection(dsn) as conn:
-        sizes, indexes = sizes_now(conn), indexes_now(conn)
-        conn.rollback()
     project = django_format._project(mset)
     current: Migration | None = None
-    before: set[tuple[str, str, str]] = set()
     started = 0.0
-    with Runner(project, dsn) as runner:
+    # one reader for the catalog and the sizes between migrations; one migration's "after"
+    # is the next one's "before" (nothing runs between them in Django's executor)
+    graph = django_format.graph_of(mset)
+    with connection(dsn, autocommit=True) as reader, graph.borrow(dsn) as runner:
+        sizes, indexes = sizes_now(reader), indexes_now(reader)
+        before = catalog(reader)
         targets = django_format.migrate_targets(mset, revisions)
         runner.send(op="migrate", targets=targets, watch=True)
         for event in runner.events():
@@ -190,7 +208,7 @@ def capture(mset: MigrationSet, dsn: str, revisions: Sequence[Revision]) -> Capt
                 current = found.migrations[event["id"]] = Migration(event["id"])
                 found.traced.append(Traced(by_id[event["id"]], [], sizes, dict(indexes)))
                 watcher.seen = found.traced[-1].seen
-                before, started = catalog(dsn), time.perf_counter()
+                started = time.perf_counter()
                 runner.send(op="next")
             elif kind == "watch":
                 assert current is not None
@@ -202,12 +220,11 @@ def capture(mset: MigrationSet, dsn: str, revisions: Sequence[Revision]) -> Capt
                 assert current is not None
                 current.seconds = time.perf_counter() - started
                 sqls = [s["sql"] for s in current.statements]
-                for name in unexplained(before, catalog(dsn), sqls):
+                after = catalog(reader)
+                for name in unexplained(before, after, sqls):
                     current.opaque.append(f"{name} changed, and no captured statement names it")
                 found.traced[-1].notes = notes(by_id[current.id], current)
-                with connection(dsn) as conn:
-                    sizes, now = sizes_now(conn), indexes_now(conn)
-                    conn.rollback()
+                before, sizes, now = after, sizes_now(reader), indexes_now(reader)
                 found.traced[-1].indexes = {**now, **found.traced[-1].indexes}
                 indexes = now
                 current, runner.running = None, None

@@ -19,9 +19,7 @@ from queueguard.pg import scratch
 from queueguard.pg.connect import connection
 from queueguard.pg.dsn import with_search_path
 from queueguard.pg.scratch import ScratchDatabases
-from queueguard.sets import MigrationSet, Revision, adapter, alembic_version_table
-from queueguard.sets import alembic as alembic_format
-from queueguard.sets.alembic_render import BOOKKEEPING
+from queueguard.sets import MigrationSet, Revision, adapter
 from queueguard.sets.model import heads_of, one_revision, stretches
 from queueguard.upgrade import locks
 from queueguard.upgrade.plan import apply, bill, python_revision, safer, sample
@@ -95,6 +93,8 @@ def current_revision(mset: MigrationSet, target_dsn: str) -> str | None:
     if mset.format == "django":  # the migrations django_migrations holds, read by Django
         return module.current(mset, target_dsn)  # type: ignore[no-any-return]
     if mset.format in ("alembic", "queueguard"):
+        from queueguard.sets import alembic as alembic_format  # not imported for the others
+
         return alembic_format.current(
             target_dsn, mset.version_table or alembic_format.DEFAULT_VERSION_TABLE
         )
@@ -153,13 +153,22 @@ def _traced(
         seen = trace(mset, revision, dsn)
         with connection(dsn) as conn:  # and the indexes the revision built: their table
             indexes = {**python_revision.indexes_now(conn), **indexes}
-            if BOOKKEEPING in revision.native:
-                table = mset.version_table or alembic_format.DEFAULT_VERSION_TABLE
-                alembic_version_table.record(conn, table, revision.native[BOOKKEEPING])
-                conn.commit()
+            if mset.format == "alembic":
+                _record_rendered(mset, revision, conn)
             conn.rollback()
         done.append(python_revision.Traced(revision, seen, sizes, indexes))
     return done
+
+
+def _record_rendered(mset: MigrationSet, revision: Revision, conn: Any) -> None:
+    """An Alembic revision run as its rendered SQL moves the copy's version row after it."""
+    from queueguard.sets import alembic_version_table
+    from queueguard.sets.alembic_render import BOOKKEEPING
+
+    if BOOKKEEPING in revision.native:
+        table = mset.version_table or alembic_version_table.DEFAULT_VERSION_TABLE
+        alembic_version_table.record(conn, table, revision.native[BOOKKEEPING])
+        conn.commit()
 
 
 def _blockers(target_dsn: str, relations: list[str]) -> list[bill.Blocker]:

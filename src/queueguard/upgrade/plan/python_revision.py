@@ -28,8 +28,6 @@ import psycopg
 
 from queueguard.pg.connect import connection
 from queueguard.sets import MigrationSet, Revision
-from queueguard.sets import alembic as alembic_format
-from queueguard.sets.alembic_version_table import is_bookkeeping
 from queueguard.upgrade.plan.apply import code_of
 from queueguard.upgrade.plan.bill import Size
 from queueguard.upgrade.plan.observe import (
@@ -91,6 +89,10 @@ class _Watcher:
     def wanted(self, sql: str) -> bool:
         if _SETTING.match(sql):
             return False
+        if not self.bookkeeping:
+            return True
+        from queueguard.sets.alembic_version_table import is_bookkeeping  # Alembic's sets only
+
         return not any(is_bookkeeping(sql, t) for t in self.bookkeeping)
 
     def keep(self, seen: Observation) -> None:
@@ -159,6 +161,9 @@ def traced(mset: MigrationSet, dsn: str, revisions: Sequence[Revision]) -> list[
         nonlocal sizes, indexes
         sizes, indexes = sizes_now(conn), indexes_now(conn)
         done[-1].indexes = {**indexes, **done[-1].indexes}
+
+    # imported here: Alembic and SQLAlchemy cost a second to a command that does not use them
+    from queueguard.sets import alembic as alembic_format
 
     hooks = alembic_format.Hooks(around=watcher.run, started=started, applied=applied)
     alembic_format.upgrade_to(mset, dsn, mset.end_of(revisions), hooks=hooks)
