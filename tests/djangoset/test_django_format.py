@@ -340,3 +340,30 @@ def test_what_is_not_built_for_django_is_refused_up_front(
         assert main(args) == 2, args
         assert "not available for Django projects yet" in capsys.readouterr().err
     assert _rows(empty_db, "SELECT to_regclass('django_migrations')") == [(None,)]
+
+
+ORDER_TOTAL = """
+from django.db import migrations, models
+
+
+class Migration(migrations.Migration):
+    dependencies = [("orders", "0003_order_status"), ("catalog", "0005_product_weight")]
+    operations = [migrations.AddField("order", "total", models.IntegerField(null=True))]
+"""
+
+
+def test_migrate_is_given_djangos_leaves(shop: Path, make_db: Callable[..., str]) -> None:
+    """A migration depending on a squash's original and on another app's leaf: plain
+    `migrate` applies it all in one run (a squash counted as an end once made `migrate app
+    squash` unapply what came after it; a leaf another app depends on counted as no end)."""
+    add_migration(shop, "orders", "0004_order_total", ORDER_TOTAL)
+    mset = load(shop, "django")
+    assert django_format.migrate_targets(mset, mset.pending(None)) == []
+    ours, native = make_db(), make_db()
+    report = upgrade(mset, ours)
+    manage(shop, native, "migrate")
+    assert report.applied[-2:] == [
+        "orders.0001_squashed_0003_order_status",
+        "orders.0004_order_total",
+    ]
+    assert sorted(_recorded(ours)) == sorted(_recorded(native))

@@ -173,9 +173,20 @@ def _target_of(ids: set[str], leaves: str | None) -> Callable[[str | None], str 
 
 def migrate_targets(mset: MigrationSet, revisions: Sequence[Revision]) -> list[str]:
     """What `migrate` is given to apply `revisions` (in Django's order): nothing when they
-    end at every app's leaves, else each end among them."""
-    end = mset.end_of(list(revisions))
-    if end == mset.resolve(None):
+    end at every app's leaves, else each end among them. An end is what Django calls a
+    leaf: a migration no other migration of its own app depends on. A migration depending
+    on a squash's original depends on the squash where the squash is applied in its place
+    (as Django's loader rewires the graph): else the squash would count as an end, and
+    `migrate app squash` after the later ones would unapply them."""
+    replaced_by = {old: r.id for r in revisions for old in r.native.get(REPLACES, ())}
+    parents = {
+        replaced_by.get(p, p)
+        for r in revisions
+        for p in heads_of(r.down)
+        if p.partition(".")[0] == r.id.partition(".")[0]  # its own app's
+    }
+    end = state_of(r.id for r in revisions if r.id not in parents)
+    if end is None or end == mset.resolve(None):
         return []
     return list(heads_of(end))
 
