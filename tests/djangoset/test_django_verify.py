@@ -105,6 +105,8 @@ def test_rehearse_runs_djangos_migrate_on_a_copy(
     )  # fmt: skip
     assert code == 0, doc
     assert doc["before"] is None and doc["latestApplied"]["catalog"] == "0005_product_weight"
+    # the set's runner let go of the source while it was cloned
+    assert doc["method"] == "template"
     statements = doc["statements"]
     backfill = [s for s in statements if s["revision"] == "catalog.0003_backfill_sku"]
     assert sum(bool(re.match(r'UPDATE "catalog_product"', s["sql"])) for s in backfill) == 50

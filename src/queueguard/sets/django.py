@@ -89,10 +89,11 @@ class Graph:
 
     @contextmanager
     def borrow(
-        self, dsn: str, *, read_only: bool = False, settings: Mapping[str, str] = {}
+        self, dsn: str | None, *, read_only: bool = False, settings: Mapping[str, str] = {}
     ) -> Iterator[Runner]:
         """The set's runner pointed at `dsn` with these session settings for a while (a
-        scratch copy's capture, an upgrade), then back at the command's target, read only.
+        scratch copy's capture, an upgrade; None: no database, while the target is copied),
+        then back at the command's target, read only.
         A runner left in an unknown state by an error is stopped; the next use starts one."""
         runner = self.runner
         try:
@@ -185,7 +186,8 @@ def migrate_targets(mset: MigrationSet, revisions: Sequence[Revision]) -> list[s
         for p in heads_of(r.down)
         if p.partition(".")[0] == r.id.partition(".")[0]  # its own app's
     }
-    end = state_of(r.id for r in revisions if r.id not in parents)
+    # an original beside its squash is the squash's (both are in a chain's applied set)
+    end = state_of(r.id for r in revisions if r.id not in parents and r.id not in replaced_by)
     if end is None or end == mset.resolve(None):
         return []
     return list(heads_of(end))

@@ -12,6 +12,7 @@ locking nothing of the user's (SQLAlchemy's and Alembic's introspection).
 from __future__ import annotations
 
 import time
+from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -116,7 +117,8 @@ def rehearse(
     estimates = _estimates([line for _, lines in bill_.revisions for line in lines])
     steps: list[Step] = []
     with ScratchDatabases(admin, prefix="qgrehearse") as databases:
-        copy, method = copy_database(source_dsn, databases)
+        with _away(mset):
+            copy, method = copy_database(source_dsn, databases)
         if mset.format == "temporal":
             _rekey_temporal(copy, scratch.dbname_of(source_dsn))
         before = invariant_rows(copy, invariants) if invariants else {}
@@ -146,6 +148,16 @@ def rehearse(
         )
     result.elapsed_ms = int((time.monotonic() - started) * 1000)
     return result
+
+
+def _away(mset: MigrationSet) -> AbstractContextManager[object]:
+    """A Django set's runner off the source while it is copied: a TEMPLATE clone needs the
+    source without sessions (else the copy is a slower pg_dump restore)."""
+    if mset.format != "django":
+        return nullcontext()
+    from queueguard.sets import django
+
+    return django.graph_of(mset).borrow(None)
 
 
 def _rekey_temporal(copy: str, source_db: str) -> None:

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from queueguard.errors import MigrationError, QueueguardError
 from queueguard.sets import MigrationSet, Revision
+from queueguard.sets.model import heads_of
 from queueguard.upgrade.foreign import data
 from queueguard.upgrade.foreign.checks import Check, RevisionTrace, SetVerifyReport, Statement
 from queueguard.upgrade.foreign.report import Step
@@ -127,7 +128,10 @@ def _python_chain(
     except QueueguardError as exc:
         failure = exc
     at = data.at_revision(mset, chain)
-    if mset.steps is not None:  # a set that branches: what upgrading from `at` would not apply
+    if mset.format == "django":  # what migrate applied from empty: squashes, not originals
+        done = set(heads_of(at))
+        applied = [r for r in mset.pending(None) if r.id in done]
+    elif mset.steps is not None:  # a set that branches: what upgrading from `at` would not apply
         left = {r.id for r in mset.pending(at)}
         applied = [r for r in mset.revisions if r.id not in left]
     else:
