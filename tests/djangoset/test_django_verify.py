@@ -17,6 +17,7 @@ import pytest
 from queueguard.cli import main
 from queueguard.pg import tools
 from queueguard.sets import load
+from queueguard.upgrade.foreign.runner import upgrade
 from queueguard.upgrade.plan import planner
 from tests.djangoset.conftest import manage
 
@@ -127,3 +128,27 @@ def test_upgrade_max_lock_refuses_a_migration_over_the_budget(
     assert manage(shop, empty_db, "showmigrations", "catalog").count("[X]") == 4
     assert main([*argv, "catalog.0005_product_weight", "--max-lock", "1h"]) == 0
     assert manage(shop, empty_db, "showmigrations", "catalog").count("[X]") == 5
+
+
+def test_a_project_with_djangos_connection_pool(shop: Path, empty_db: str) -> None:
+    """Django's psycopg pool keeps the settings it was made with: the runner closes it when
+    it points the alias elsewhere (a scratch copy, the target for writing), else the next
+    connection came from the old pool and the nonce was not found on the new database."""
+    settings = shop / "shop" / "settings.py"
+    text = settings.read_text()
+    pooled = text.replace(
+        '"OPTIONS": {"connect_timeout": 5}', '"OPTIONS": {"connect_timeout": 5, "pool": True}'
+    )
+    assert pooled != text
+    settings.write_text(pooled)
+    mset = load(shop, "django")
+    bill = planner.plan(mset, empty_db, to="catalog.0002_product_sku_stock")
+    assert [rid for rid, _ in bill.revisions] == [
+        "catalog.0001_initial",
+        "catalog.0002_product_sku_stock",
+    ]
+    report = upgrade(mset, empty_db)
+    assert (
+        report.latest_applied is not None
+        and report.latest_applied["catalog"] == "0005_product_weight"
+    )

@@ -104,6 +104,18 @@ def _override(databases, alias, given):
             entry_other["PORT"] = ""
 
 
+def _close_all(connections):
+    """Every connection closed, and every pool of Django's psycopg backend (`OPTIONS`'
+    "pool") closed and forgotten: a pool keeps the connection settings it was made with,
+    so the next connection after a change (another database, new session settings, a new
+    nonce) must come from a new one."""
+    connections.close_all()
+    for connection in connections.all(initialized_only=True):
+        pools = getattr(connection, "_connection_pools", None)
+        if pools and connection.alias in pools:
+            pools.pop(connection.alias).close()
+
+
 def _reconfigure(settings_changed):
     """The session settings of the next connections changed (every open one is closed)."""
     from django.conf import settings
@@ -112,7 +124,7 @@ def _reconfigure(settings_changed):
     _GIVEN["settings"] = {**_GIVEN["settings"], **settings_changed}
     _override(settings.DATABASES, _GIVEN["alias"], _GIVEN)
     _override(connections.settings, _GIVEN["alias"], _GIVEN)
-    connections.close_all()
+    _close_all(connections)
 
 
 def setup(channel, message):
@@ -132,7 +144,7 @@ def setup(channel, message):
     # opened at import: override again wherever the handler reads, and reconnect
     _override(settings.DATABASES, message["alias"], message)
     _override(connections.settings, message["alias"], message)
-    connections.close_all()
+    _close_all(connections)
     connection = connections[message["alias"]]
     from django.core.management import get_commands
 
@@ -163,7 +175,7 @@ def retarget(channel, message):
     _GIVEN.update({k: message[k] for k in ("fields", "libpq", "settings", "nonce")})
     _override(settings.DATABASES, _GIVEN["alias"], _GIVEN)
     _override(connections.settings, _GIVEN["alias"], _GIVEN)
-    connections.close_all()
+    _close_all(connections)
     pid = None
     if message.get("connect"):
         with connections[_GIVEN["alias"]].cursor() as cursor:
@@ -337,6 +349,87 @@ _spec.loader.exec_module(_capture)
 _key, _node, _sqlstate = _capture._key, _capture._node, _capture._sqlstate
 
 
+def migrate(channel, message, alias, reconfigure):
+    """Django's migrate (the project's own command class when allowed), every statement
+    told by the capture (`queueguard_django_capture.py`)."""
+    from django.core.management import call_command
+    from django.core.management.commands import migrate as migrate_module
+    from django.db import connections
+
+    if message.get("settings"):
+        reconfigure(message["settings"])
+    capture = _capture._CAPTURE.get("capture")
+    if capture is None:  # installed once a process: a retried migrate reuses it
+        capture = _capture._CAPTURE["capture"] = _capture.Capture(channel, alias, False, {})
+        _capture._install(capture, migrate_module)
+    capture.watch = bool(message.get("watch"))
+    capture.ladder = message.get("ladder") or {}
+    capture.migration, capture.op, capture.phase = None, None, "setup"
+    command_class = _migrate_class(message.get("allow_custom"))
+
+    class Command(command_class):
+        def migration_progress_callback(self, action, migration=None, fake=False):
+            capture.progress(action, migration, fake)
+            return super().migration_progress_callback(action, migration, fake)
+
+    try:
+        # no target: every app's leaves, as plain `migrate`; else `migrate app name` each
+        targets = _as_one_run(message.get("targets") or [], connections[alias])
+        for target in targets or [None]:
+            call_command(
+                Command(),
+                *(list(_node(target)) if target else []),
+                database=alias,
+                interactive=False,
+                verbosity=0,
+                skip_checks=True,
+                fake=bool(message.get("fake")),
+            )
+        channel.send(ev="done")
+    except BaseException as exc:
+        channel.send(
+            ev="failed",
+            migration=capture.migration,
+            error=f"{type(exc).__name__}: {exc}".strip(),
+            sqlstate=_sqlstate(exc),
+            trace=traceback.format_exc(limit=8),
+        )
+    finally:
+        capture.phase = "idle"
+        for name in connections:
+            connections[name].close()
+
+
+def _as_one_run(targets, connection):
+    """No target when `targets` plan what every app's leaves plan: one plain `migrate`. Each
+    `migrate app name` builds the project's state and sends post_migrate again (eight apps'
+    leaves one by one took four times the plain run; post_migrate between them created
+    permissions a later model rename left behind, which one run does not)."""
+    if len(targets) < 2:
+        return targets
+    from django.db.migrations.executor import MigrationExecutor
+
+    executor = MigrationExecutor(connection)
+    try:
+        wanted = executor.migration_plan([_node(t) for t in targets])
+    except Exception:  # a squash left out of the graph: `migrate app name` resolves it
+        return targets
+    everything = executor.migration_plan(executor.loader.graph.leaf_nodes())
+    # the same migrations: one run applies them in Django's own order
+    return [] if set(wanted) == set(everything) else targets
+
+
+def _migrate_class(allow_custom):
+    """The project's own `migrate` command when it has one and queueguard is allowed to drive
+    it; else Django's."""
+    from django.core.management import get_commands, load_command_class
+
+    app = get_commands().get("migrate")
+    if allow_custom and isinstance(app, str) and app != "django.core":
+        return type(load_command_class(app, "migrate"))
+    return importlib.import_module("django.core.management.commands.migrate").Command
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--commands", type=int, required=True)
@@ -366,7 +459,7 @@ def main():
 
                 plan(channel, connections[alias], message)
             elif op == "migrate":
-                _capture.migrate(channel, message, _GIVEN["alias"], _reconfigure)
+                migrate(channel, message, _GIVEN["alias"], _reconfigure)
             elif op == "quit":
                 channel.send(ev="bye")
                 return

@@ -6,10 +6,8 @@ wrapper on every connection of every thread and at the driver; with `watch`, eac
 of the migration's own connection waits while queueguard reads the session around it.
 Standard library and Django only."""
 
-import importlib
 import threading
 import time
-import traceback
 
 #: SQLSTATE of lock_timeout
 LOCK_NOT_AVAILABLE = "55P03"
@@ -433,82 +431,3 @@ def _install(capture, migrate_module):
 
     migrate_module.emit_pre_migrate_signal = emit_pre
     migrate_module.emit_post_migrate_signal = emit_post
-
-
-def migrate(channel, message, alias, reconfigure):
-    from django.core.management import call_command
-    from django.core.management.commands import migrate as migrate_module
-    from django.db import connections
-
-    if message.get("settings"):
-        reconfigure(message["settings"])
-    capture = _CAPTURE.get("capture")
-    if capture is None:  # installed once a process: a retried migrate reuses it
-        capture = _CAPTURE["capture"] = Capture(channel, alias, False, {})
-        _install(capture, migrate_module)
-    capture.watch = bool(message.get("watch"))
-    capture.ladder = message.get("ladder") or {}
-    capture.migration, capture.op, capture.phase = None, None, "setup"
-    command_class = _migrate_class(message.get("allow_custom"))
-
-    class Command(command_class):
-        def migration_progress_callback(self, action, migration=None, fake=False):
-            capture.progress(action, migration, fake)
-            return super().migration_progress_callback(action, migration, fake)
-
-    try:
-        # no target: every app's leaves, as plain `migrate`; else `migrate app name` each
-        targets = _as_one_run(message.get("targets") or [], connections[alias])
-        for target in targets or [None]:
-            call_command(
-                Command(),
-                *(list(_node(target)) if target else []),
-                database=alias,
-                interactive=False,
-                verbosity=0,
-                skip_checks=True,
-                fake=bool(message.get("fake")),
-            )
-        channel.send(ev="done")
-    except BaseException as exc:
-        channel.send(
-            ev="failed",
-            migration=capture.migration,
-            error=f"{type(exc).__name__}: {exc}".strip(),
-            sqlstate=_sqlstate(exc),
-            trace=traceback.format_exc(limit=8),
-        )
-    finally:
-        capture.phase = "idle"
-        for name in connections:
-            connections[name].close()
-
-
-def _as_one_run(targets, connection):
-    """No target when `targets` plan what every app's leaves plan: one plain `migrate`. Each
-    `migrate app name` builds the project's state and sends post_migrate again (eight apps'
-    leaves one by one took four times the plain run; post_migrate between them created
-    permissions a later model rename left behind, which one run does not)."""
-    if len(targets) < 2:
-        return targets
-    from django.db.migrations.executor import MigrationExecutor
-
-    executor = MigrationExecutor(connection)
-    try:
-        wanted = executor.migration_plan([_node(t) for t in targets])
-    except Exception:  # a squash left out of the graph: `migrate app name` resolves it
-        return targets
-    everything = executor.migration_plan(executor.loader.graph.leaf_nodes())
-    # the same migrations: one run applies them in Django's own order
-    return [] if set(wanted) == set(everything) else targets
-
-
-def _migrate_class(allow_custom):
-    """The project's own `migrate` command when it has one and queueguard is allowed to drive
-    it; else Django's."""
-    from django.core.management import get_commands, load_command_class
-
-    app = get_commands().get("migrate")
-    if allow_custom and isinstance(app, str) and app != "django.core":
-        return type(load_command_class(app, "migrate"))
-    return importlib.import_module("django.core.management.commands.migrate").Command
