@@ -5,6 +5,7 @@ native bookkeeping)."""
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import psycopg
@@ -17,6 +18,7 @@ from tests.fleet.conftest import Fleet
 pytestmark = pytest.mark.slow
 
 DATA = Path(__file__).parents[1] / "sets" / "data"
+SHOP = Path(__file__).parents[1] / "django_projects" / "shop"
 
 
 def _fleet_then_alone(
@@ -108,3 +110,19 @@ def test_an_alembic_set_on_schema_targets_keeps_each_schema_its_tables_and_versi
     assert fleet.sql(shared, "SELECT count(*) FROM pg_tables WHERE schemaname = 'public'") == [(0,)]
     code, _, err = fleet.cli(capsys, "upgrade", "--targets", str(path), "--migrations", project)
     assert code == 0, err
+
+
+def test_a_django_project_on_database_targets_ends_as_upgrade_alone(
+    fleet: Fleet, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Each target's migrate in a runner of its own (the targets run side by side), its
+    django_migrations written by Django: as `queueguard upgrade` leaves the same database."""
+    shop = fleet.root / "shop"
+    shutil.copytree(SHOP, shop, ignore=shutil.ignore_patterns("__pycache__"))
+    fleeted, alone = _fleet_then_alone(fleet, capsys, str(shop), "catalog.0002_product_sku_stock")
+    ledger = "SELECT app, name FROM django_migrations ORDER BY app, name"
+    for a, b in zip(fleeted, alone, strict=True):
+        _same(a, b, ledger)
+    with psycopg.connect(fleeted[1]) as conn:
+        rows = conn.execute("SELECT count(*) FROM django_migrations").fetchone()
+    assert rows is not None and rows[0] == 11  # every migration, the squash's originals too

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from queueguard.cli.common import _emit, _output
+from queueguard.cli.common import _django_options, _emit, _output
 from queueguard.errors import UsageError
 
 
@@ -21,6 +21,7 @@ def cmd_fleet(args: argparse.Namespace) -> int:
         "verify": _verify,
         "matrix": _matrix,
     }
+    _django_options(args)  # a Django project's interpreter, settings and alias
     return handlers[args.fleet_command](args)
 
 

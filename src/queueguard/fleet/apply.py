@@ -146,6 +146,10 @@ def current(
             from queueguard.sets import alembic_version_table
 
             found = alembic_version_table.read(conn, mset.version_table or "queueguard_version")
+        elif mset.format == "django":  # read by Django's recorder, in the project's runner
+            from queueguard.sets import django
+
+            found = django.current(mset, session_dsn(target))
         else:
             found = foreign_current(mset, conn)
         conn.rollback()

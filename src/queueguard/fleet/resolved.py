@@ -31,10 +31,6 @@ def resolve(path: Path, migrations: str | None, fmt: str | None, parallel: int =
     fleet_file = load(path, parallel)
     folder = Path(migrations).resolve() if migrations else fleet_file.migrations
     chosen = fmt or fleet_file.format
-    if chosen == "django" or (folder is not None and sets.detect(folder) == "django"):
-        raise UsageError(
-            'fleet is not available for Django projects yet (docs/django.md, "Not yet")'
-        )
     mset = (
         sets.load(folder, chosen) if folder else sets.load(migrations_dir(), chosen or "queueguard")
     )
@@ -49,6 +45,11 @@ def resolve(path: Path, migrations: str | None, fmt: str | None, parallel: int =
 
 def refuse_online(fleet: Fleet) -> None:
     """What `--online` cannot do, refused before anything is claimed (exit 2)."""
+    if fleet.mset.format == "django":
+        raise UsageError(
+            "fleet upgrade --online is not available for Django projects yet (docs/django.md, "
+            '"Not yet"): fleet upgrade without --online is'
+        )
     if fleet.mset.format == "queueguard":
         raise UsageError(
             "fleet upgrade --online applies sets of other formats; queueguard's own online "

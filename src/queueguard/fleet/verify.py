@@ -110,7 +110,7 @@ def verify(fleet: Fleet, fresh: Path | None = None) -> dict[str, Any]:
         except (QueueguardError, psycopg.Error) as exc:
             message = reason(exc) if isinstance(exc, psycopg.Error) else str(exc)
             return {"name": t.name, "reached": False, "error": message.splitlines()[0]}
-        return {"name": t.name, "reached": True, "revision": at, "atHead": at == head,
+        return {"name": t.name, "reached": True, "revision": at, "atHead": mset.at_head(at),
                 "objects": objects, "fingerprint": fingerprint(objects)}  # fmt: skip
 
     with ThreadPoolExecutor(8) as pool:

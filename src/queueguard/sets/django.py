@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import atexit
 import hashlib
+import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from functools import lru_cache
@@ -69,51 +70,61 @@ class Graph:
     the command names a target — connected to it, read only, so that reading the target's
     applied set and (switched to writing) `upgrade`'s migrate need no runner of their own:
     each runner's start is the project's django.setup(), a second or more for a large
-    project."""
+    project. Another thread (a fleet's targets) gets a runner of its own for its database;
+    the graph's questions are asked one at a time."""
 
     def __init__(self, proj: Project, dsn: str | None = None) -> None:
         self.project = proj
         self.dsn = dsn
         self._runner: Runner | None = None
+        self._lock = threading.RLock()
 
     @property
     def runner(self) -> Runner:
-        if self._runner is None:
-            self._runner = Runner(self.project, self.dsn, read_only=self.dsn is not None)
-            atexit.register(self._runner.close)
-        return self._runner
-
-    def on(self, dsn: str) -> Runner | None:
-        """The runner when it is connected to `dsn`, read only (else None)."""
-        return self.runner if self.dsn is not None and self.dsn == dsn else None
+        with self._lock:
+            if self._runner is None:
+                self._runner = Runner(self.project, self.dsn, read_only=self.dsn is not None)
+                atexit.register(self._runner.close)
+            return self._runner
 
     @contextmanager
     def borrow(
         self, dsn: str | None, *, read_only: bool = False, settings: Mapping[str, str] = {}
     ) -> Iterator[Runner]:
-        """The set's runner pointed at `dsn` with these session settings for a while (a
-        scratch copy's capture, an upgrade; None: no database, while the target is copied),
-        then back at the command's target, read only.
-        A runner left in an unknown state by an error is stopped; the next use starts one."""
-        runner = self.runner
-        try:
-            runner.retarget(dsn, read_only=read_only, settings=settings)
-            yield runner
-        except BaseException:
-            runner.kill()
-            self._runner = None
-            raise
-        runner.running = None
-        runner.retarget(self.dsn, read_only=self.dsn is not None)
+        """A runner on `dsn` with these session settings (None: no database, while the
+        target is copied). The main thread's is the set's own, pointed there for a while (a
+        scratch copy's capture, an upgrade) and then back at the command's target, read
+        only; a runner an error left in an unknown state is stopped, and the next use starts
+        one. Another thread's is its own (a fleet's targets run side by side)."""
+        if threading.current_thread() is not threading.main_thread():
+            with Runner(self.project, dsn, read_only=read_only, settings=settings) as own:
+                yield own
+            return
+        with self._lock:
+            runner = self.runner
+            here = dsn == self.dsn and read_only == (self.dsn is not None) and not settings
+            try:
+                if not here:
+                    runner.retarget(dsn, read_only=read_only, settings=settings)
+                yield runner
+            except BaseException:
+                runner.kill()
+                self._runner = None
+                raise
+            runner.running = None
+            if not here:
+                runner.retarget(self.dsn, read_only=self.dsn is not None)
 
     def graph(self) -> dict[str, Any]:
-        return self.runner.ask("graph")
+        with self._lock:
+            return self.runner.ask("graph")
 
     @lru_cache(maxsize=256)  # noqa: B019 (one graph a process)
     def plan(self, applied: str | None, targets: str | None) -> tuple[tuple[str, bool], ...]:
-        found = self.runner.ask(
-            "plan", applied=list(heads_of(applied)), targets=list(heads_of(targets))
-        )
+        with self._lock:
+            found = self.runner.ask(
+                "plan", applied=list(heads_of(applied)), targets=list(heads_of(targets))
+            )
         return tuple((s["id"], bool(s["backwards"])) for s in found["steps"])
 
 
@@ -196,11 +207,7 @@ def migrate_targets(mset: MigrationSet, revisions: Sequence[Revision]) -> list[s
 def current(mset: MigrationSet, dsn: str) -> str | None:
     """The migrations the database has applied (its `django_migrations`, read by Django's
     recorder on a read-only connection), as one state string; None when none is."""
-    graph = graph_of(mset)
-    shared = graph.on(dsn)
-    if shared is not None:
-        return state_of(shared.ask("applied")["applied"])
-    with graph.borrow(dsn, read_only=True) as runner:
+    with graph_of(mset).borrow(dsn, read_only=True) as runner:
         return state_of(runner.ask("applied")["applied"])
 
 

@@ -166,7 +166,7 @@ def _rerun(mset: MigrationSet, chain: str, limits: Limits | None) -> Check:
 def _bookkeeping(mset: MigrationSet, dsn: str, head: str | None) -> Check:
     at = data.at_revision(mset, dsn)
     where = ", ".join(sorted(mset.bookkeeping)) or "its bookkeeping"
-    if not at_head(mset, at, head):
+    if not mset.at_head(at):
         return Check(
             "bookkeeping",
             False,
@@ -174,15 +174,6 @@ def _bookkeeping(mset: MigrationSet, dsn: str, head: str | None) -> Check:
             + ("" if mset.format == "django" else f" {head}"),
         )
     return Check("bookkeeping", True, f"the format's bookkeeping ({where}) reads head {head}")
-
-
-def at_head(mset: MigrationSet, at: str | None, head: str | None) -> bool:
-    """Whether a database at `at` has applied the whole set. A Django database's state is
-    every migration it has applied (`sets.django.current`), not a position: at head when
-    nothing is pending from it."""
-    if mset.format == "django":
-        return at is not None and not mset.pending(at)
-    return at == head
 
 
 def _reads(mset: MigrationSet, at: str | None) -> str:
@@ -279,10 +270,11 @@ def _fixture(
     after = data.invariant_rows(dsn, queries)
     mine = catalog.without(catalog.introspect(dsn), _leave_out(mset))
     head = mset.resolve(None)  # a set at several heads: all of them (`model.state_of`)
+    short = "" if mset.format == "django" else f", not {head}"  # Django's names what it lacks
     problems = (
         []
-        if at_head(mset, report.after, head)
-        else [f"its bookkeeping {_reads(mset, report.after)}"]
+        if mset.at_head(report.after)
+        else [f"its bookkeeping {_reads(mset, report.after)}{short}"]
     )
     if reference is not None:
         labels = ("chain", "fixture") if compared_with == "the chain's" else ("first", "fixture")
