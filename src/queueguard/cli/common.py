@@ -131,5 +131,5 @@ def _not_for_django(mset: Any, what: str) -> None:
     if getattr(mset, "format", None) == "django":
         raise UsageError(
             f'{what} is not available for Django projects yet (docs/django.md, "Not yet"): '
-            "status, plan, upgrade, lint, verify and rehearse are"
+            "status, plan, upgrade, lint, verify, rehearse and fleet (without --online) are"
         )
