@@ -8,6 +8,8 @@ from __future__ import annotations
 import json
 import re
 import shutil
+import threading
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -15,11 +17,15 @@ import psycopg
 import pytest
 
 from queueguard.cli import main
+from queueguard.errors import MigrationError
 from queueguard.pg import tools
+from queueguard.sets import django as django_format
 from queueguard.sets import load
+from queueguard.upgrade.foreign import django_upgrade
 from queueguard.upgrade.foreign.runner import upgrade
+from queueguard.upgrade.foreign.session import Limits
 from queueguard.upgrade.plan import planner
-from tests.djangoset.conftest import manage
+from tests.djangoset.conftest import add_migration, manage
 
 
 def _dump(dsn: str, path: Path) -> None:
@@ -152,3 +158,41 @@ def test_a_project_with_djangos_connection_pool(shop: Path, empty_db: str) -> No
         report.latest_applied is not None
         and report.latest_applied["catalog"] == "0005_product_weight"
     )
+
+
+SLEEPY = """
+from django.db import migrations
+
+
+class Migration(migrations.Migration):
+    dependencies = [("catalog", "0005_product_weight")]
+    operations = [migrations.RunSQL("SELECT pg_sleep(60)", migrations.RunSQL.noop)]
+"""
+
+
+def test_a_cancelled_upgrade_stops_djangos_migrate_and_records_nothing(
+    shop: Path, empty_db: str
+) -> None:
+    """A fleet's lost lease cancels the statement in flight: Django's runner is stopped, its
+    migration's transaction rolled back by the server, nothing recorded."""
+    add_migration(shop, "catalog", "0006_sleepy", SLEEPY)
+    mset = load(shop, "django")
+    upgrade(mset, empty_db, to="catalog.0005_product_weight")
+    cancelled = threading.Event()
+    threading.Timer(1.5, cancelled.set).start()
+    started = time.monotonic()
+    with pytest.raises(MigrationError):
+        django_upgrade.upgrade(mset, empty_db, "catalog.0006_sleepy", Limits(), None, cancelled)
+    assert time.monotonic() - started < 30  # not the statement's 60 s
+    assert "catalog.0006_sleepy" not in _applied(empty_db)
+    # a Django database past --to is not there (going there would unapply): said, not raised
+    at = django_format.current(mset, empty_db)
+    assert mset.at_head(at, "catalog.0005_product_weight")
+    assert not mset.at_head(at, "catalog.0004_product_sku_index")
+    assert not mset.at_head(at)
+
+
+def _applied(dsn: str) -> list[str]:
+    with psycopg.connect(dsn) as conn:
+        rows = conn.execute("SELECT app || '.' || name FROM django_migrations").fetchall()
+    return [r[0] for r in rows]

@@ -201,7 +201,7 @@ def upgrade(
 
 def _online(online: Online, dsn: str, to: str | None, limits: Limits, flight: Flight) -> Outcome:
     report = online.upgrade(flight.target, dsn, limits, flight.stopping)
-    stopped = report.after != online.mset.resolve(to) and flight.stopping()
+    stopped = not online.mset.at_head(report.after, to) and flight.stopping()
     return Outcome(report.before, report.after, list(report.applied), report.lock_waits, stopped)
 
 
@@ -211,8 +211,10 @@ def _stepwise(
     """A SQL set on one connection, asked before each revision whether to stop there."""
     from queueguard.upgrade.foreign.runner import upgrade as upgrade_set
 
-    report = upgrade_set(mset, dsn, to=to, limits=limits, stop=flight.stopping)
-    stopped = report.after != mset.resolve(to) and flight.stopping()
+    report = upgrade_set(
+        mset, dsn, to=to, limits=limits, stop=flight.stopping, cancelled=flight.cancelled
+    )
+    stopped = not mset.at_head(report.after, to) and flight.stopping()
     return Outcome(report.before, report.after, list(report.applied), report.lock_waits, stopped)
 
 

@@ -22,7 +22,7 @@ from typing import Any
 
 import psycopg
 
-from queueguard.errors import QueueguardError
+from queueguard.errors import QueueguardError, UsageError
 from queueguard.fleet import apply, timing, verify
 from queueguard.fleet.resolved import Fleet
 from queueguard.fleet.targets import Target, Wave
@@ -91,6 +91,12 @@ def plan(
     near = neighbours(fleet.targets)
     with ThreadPoolExecutor(8) as pool:
         reads = list(pool.map(lambda t: read(mset, t, near.get(t.name, ())), fleet.targets))
+    for r in reads:  # a target its set cannot go on from (a Django database past --to)
+        if r.error is None:
+            try:
+                mset.pending(r.revision, to)
+            except UsageError as exc:
+                r.error = str(exc).splitlines()[0]
     groups: dict[tuple[str | None, str], list[Read]] = {}
     for r in reads:
         if r.error is None and mset.pending(r.revision, to):

@@ -175,7 +175,7 @@ class Runner:
         with ThreadPoolExecutor(8) as pool:
             for group in pool.map(read, by_database.values()):
                 for t, at in group:
-                    if at == target or self._there(at):
+                    if self.mset.at_head(at, self.options.to):
                         at_target.append(t.name)
                     elif at is not None and self._past(at, target):
                         why = f"at {at}, past the target revision {target}"
@@ -183,12 +183,6 @@ class Runner:
                             self._event(t.name, "skipped", None, at, why)
         for name in self.control.done_unclaimed(self.run, at_target, target):
             self._event(name, "done", None, target, None)
-
-    def _there(self, at: str | None) -> bool:
-        """A Django database's state is every migration it has applied: it is at the
-        target when nothing is pending from it."""
-        django = self.mset.format == "django"
-        return django and at is not None and not self.mset.pending(at, self.options.to)
 
     def _past(self, at: str, target: str | None) -> bool:
         """Whether a target is past the target revision (one line of revisions only: on a

@@ -21,7 +21,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from queueguard.errors import MigrationError, UsageError
+from queueguard.errors import MigrationError, QueueguardError, UsageError
 from queueguard.sets.django_process import Options, Project, Runner, project
 from queueguard.sets.model import MigrationSet, Revision, heads_of, state_of
 
@@ -97,8 +97,13 @@ class Graph:
         only; a runner an error left in an unknown state is stopped, and the next use starts
         one. Another thread's is its own (a fleet's targets run side by side)."""
         if threading.current_thread() is not threading.main_thread():
-            with Runner(self.project, dsn, read_only=read_only, settings=settings) as own:
+            own = Runner(self.project, dsn, read_only=read_only, settings=settings)
+            try:
                 yield own
+            except BaseException:
+                own.kill()  # it may be waiting mid-conversation, deaf to "quit"
+                raise
+            own.close()
             return
         with self._lock:
             runner = self.runner
@@ -109,11 +114,15 @@ class Graph:
                 yield runner
             except BaseException:
                 runner.kill()
-                self._runner = None
+                self._runner = None  # the next use starts one
                 raise
             runner.running = None
             if not here:
-                runner.retarget(self.dsn, read_only=self.dsn is not None)
+                try:
+                    runner.retarget(self.dsn, read_only=self.dsn is not None)
+                except QueueguardError:  # what it was lent for is done: the next use starts one
+                    runner.kill()
+                    self._runner = None
 
     def graph(self) -> dict[str, Any]:
         with self._lock:

@@ -138,13 +138,16 @@ class MigrationSet:
                 return candidate
         raise UsageError(f"--to takes a revision of {self.root} ({self.span}) or head, got {to!r}")
 
-    def at_head(self, at: str | None) -> bool:
-        """Whether a database at `at` has applied the whole set. A Django database's state
-        is every migration it has applied, not a position: at head when nothing is pending
-        from it."""
+    def at_head(self, at: str | None, to: str | None = None) -> bool:
+        """Whether a database at `at` is at `to` (default: the head). A Django database's
+        state is every migration it has applied, not a position: there when nothing is
+        pending from it (not when going there would unapply something: `pending` refuses)."""
         if self.format == "django":
-            return at is not None and not self.pending(at)
-        return at == self.resolve(None)
+            try:
+                return at is not None and not self.pending(at, to)
+            except UsageError:
+                return False
+        return at == self.resolve(to)
 
     def pending(self, current: str | None, to: str | None = None) -> list[Revision]:
         """The revisions after `current` (None: nothing applied) up to `to` (default head)."""

@@ -106,14 +106,15 @@ def _override(databases, alias, given):
 
 def _close_all(connections):
     """Every connection closed, and every pool of Django's psycopg backend (`OPTIONS`'
-    "pool") closed and forgotten: a pool keeps the connection settings it was made with,
-    so the next connection after a change (another database, new session settings, a new
-    nonce) must come from a new one."""
+    "pool", Django 5.1+) closed and forgotten: a pool keeps the connection settings it was
+    made with, so the next connection after a change (another database, new session
+    settings, a new nonce) must come from a new one. The pools are the backend class's,
+    shared by every thread."""
     connections.close_all()
-    for connection in connections.all(initialized_only=True):
-        pools = getattr(connection, "_connection_pools", None)
-        if pools and connection.alias in pools:
-            pools.pop(connection.alias).close()
+    for alias in connections:
+        pools = getattr(type(connections[alias]), "_connection_pools", None)
+        if pools and alias in pools:
+            pools.pop(alias).close()
 
 
 def _reconfigure(settings_changed):
@@ -401,22 +402,28 @@ def migrate(channel, message, alias, reconfigure):
 
 
 def _as_one_run(targets, connection):
-    """No target when `targets` plan what every app's leaves plan: one plain `migrate`. Each
-    `migrate app name` builds the project's state and sends post_migrate again (eight apps'
-    leaves one by one took four times the plain run; post_migrate between them created
-    permissions a later model rename left behind, which one run does not)."""
+    """The `migrate app name` runs that apply `targets`: none when they plan what every
+    app's leaves plan (one plain `migrate`), else the targets no other target's plan already
+    reaches (`migrate blog 0003` applies the other apps' migrations it depends on, as
+    `manage.py migrate blog 0003` does). Each run builds the project's state and sends
+    post_migrate again: eight apps' leaves one by one took four times the plain run, and
+    post_migrate between them created permissions a later model rename left behind."""
     if len(targets) < 2:
         return targets
     from django.db.migrations.executor import MigrationExecutor
 
     executor = MigrationExecutor(connection)
+    graph = executor.loader.graph
     try:
-        wanted = executor.migration_plan([_node(t) for t in targets])
+        nodes = [_node(t) for t in targets]
+        wanted = executor.migration_plan(nodes)
+        reached = {n for node in nodes for n in graph.forwards_plan(node) if n != node}
     except Exception:  # a squash left out of the graph: `migrate app name` resolves it
         return targets
-    everything = executor.migration_plan(executor.loader.graph.leaf_nodes())
-    # the same migrations: one run applies them in Django's own order
-    return [] if set(wanted) == set(everything) else targets
+    everything = executor.migration_plan(graph.leaf_nodes())
+    if set(wanted) == set(everything):  # the same migrations: Django's own order in one run
+        return []
+    return [t for i, t in enumerate(targets) if nodes[i] not in reached]
 
 
 def _migrate_class(allow_custom):

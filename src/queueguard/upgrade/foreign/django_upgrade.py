@@ -17,8 +17,10 @@
 from __future__ import annotations
 
 import random
+import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from queueguard.errors import LockTimeout, MigrationError, UsageError
@@ -66,6 +68,7 @@ def upgrade(
     target: str | None,
     limits: Limits,
     on_step: Callable[[Step], None] | None = None,
+    cancelled: threading.Event | None = None,
 ) -> SetUpgradeReport:
     started = time.monotonic()
     settings = {
@@ -83,11 +86,36 @@ def upgrade(
         if pending:
             refuse_custom(runner)
             targets = django_format.migrate_targets(mset, pending)
-            _run(mset, runner, targets, limits, settings, report, on_step)
+            with _cancelling(runner, cancelled):
+                _run(mset, runner, targets, limits, settings, report, on_step)
             report.after = state_of(runner.ask("applied")["applied"])
         report.latest_applied = django_format.latest_applied(mset, report.after)
         report.elapsed_ms = int((time.monotonic() - started) * 1000)
         return report
+
+
+@contextmanager
+def _cancelling(runner: Runner, cancelled: threading.Event | None) -> Iterator[None]:
+    """While migrate runs: `cancelled` set (a fleet's lost lease), the runner is stopped —
+    its connection closes, and the server rolls its migration's transaction back."""
+    if cancelled is None:
+        yield
+        return
+    done = threading.Event()
+
+    def watch() -> None:
+        while not done.is_set():
+            if cancelled.wait(0.2):
+                runner.kill()
+                return
+
+    watcher = threading.Thread(target=watch, daemon=True)
+    watcher.start()
+    try:
+        yield
+    finally:
+        done.set()
+        watcher.join()
 
 
 def _run(
@@ -138,6 +166,7 @@ def _migrate(
         ladder={"timeouts": ladder(limits), "pause_s": sum(RETRY_SLEEP_S) / 2},
     )
     index: dict[str, int] = {}
+    running: list[Step] = []  # the migration's statements, told when it commits
     for event in runner.events():
         kind = event["ev"]
         if kind == "start":
@@ -145,13 +174,19 @@ def _migrate(
         elif kind == "stmt" and event.get("migration") and event.get("origin") != "bookkeeping":
             rid = event["migration"]
             index[rid] = index.get(rid, -1) + 1
-            if on_step is not None:
-                seconds = float(event.get("seconds") or 0.0)
-                on_step(
-                    Step(rid, index[rid], event["sql"], bool(event.get("transaction")),
-                         seconds, seconds, time.perf_counter() - seconds)
-                )  # fmt: skip
+            seconds = float(event.get("seconds") or 0.0)
+            running.append(
+                Step(rid, index[rid], event["sql"], bool(event.get("transaction")),
+                     seconds, seconds, time.perf_counter() - seconds)
+            )  # fmt: skip
         elif kind == "applied":
+            committed = time.perf_counter()
+            for step in running:
+                if step.transactional:  # its locks are held until the migration commits
+                    step.held_s = committed - step.started
+                if on_step is not None:
+                    on_step(step)
+            running = []
             report.applied.append(event["id"])
             runner.running = None
         elif kind == "retry":

@@ -26,6 +26,7 @@ Alembic projects run through their own env.py (`alembic_runner`). The parts: `se
 from __future__ import annotations
 
 import random
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
@@ -77,12 +78,15 @@ def upgrade(
     on_step: Callable[[Step], None] | None = None,
     online: OnlinePlan | None = None,
     stop: Callable[[], bool] | None = None,
+    cancelled: threading.Event | None = None,
 ) -> SetUpgradeReport:
     """Bring the database at `dsn` to `to` (default head) of the set; see the module doc.
     `online`: the statements that run in online forms instead (`upgrade --online`); the
     revision commits before each of them, so no statement waits on a long one after it.
     `stop`: asked before each revision of a SQL set after the first; True ends the upgrade
-    there, at the revision before (`fleet`: a stopped run, a signal)."""
+    there, at the revision before (`fleet`: a stopped run, a signal). `cancelled`: set, the
+    statement running is cancelled (`fleet`: a lost lease; Django's runner is stopped, its
+    migration rolled back)."""
     limits = limits or Limits()
     if limits.lock_timeout_ms < 1:
         raise UsageError(f"--lock-timeout must be at least 1ms, got {limits.lock_timeout_ms} ms")
@@ -92,7 +96,7 @@ def upgrade(
     if mset.format == "django":  # Django's own migrate, with queueguard's gates
         from queueguard.upgrade.foreign import django_upgrade
 
-        return django_upgrade.upgrade(mset, dsn, target, limits, on_step)
+        return django_upgrade.upgrade(mset, dsn, target, limits, on_step, cancelled)
     if mset.format == "alembic":  # imported here: Alembic and SQLAlchemy cost a second
         from queueguard.upgrade.foreign import alembic_runner
 

@@ -167,11 +167,13 @@ def build(
     with read_only(target_dsn) as target, connection(scratch_dsn) as scratch:
         target_sizes = sizes(target, leave_out)
         fks = target.execute(Q["foreign_keys"], {"leave_out": list(leave_out)}).fetchall()
+        target.rollback()
+        _copy_rows(target, scratch, rows, leave_out)
+        # read after the rows (sequences only grow): no copied row has a later number
         positions = target.execute(Q["sequence_values"], {"leave_out": list(leave_out)})
         for sequence, value in positions.fetchall():
             scratch.execute(Q["set_sequence_value"], {"sequence": sequence, "value": value})
         target.rollback()
-        _copy_rows(target, scratch, rows, leave_out)
         scratch.commit()
         _prune_orphans(scratch, fks)
     _load(scratch_dsn, _dump(target_dsn, "post-data", leave_out), "indexes and constraints")
