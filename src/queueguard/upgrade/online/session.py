@@ -150,7 +150,7 @@ class Session:
                 return work(cursor)
         finally:
             if not self.conn.broken:
-                self.conn.rollback()
+                self._rollback()
 
     def transaction(
         self,
@@ -177,7 +177,7 @@ class Session:
                 self.batches += 1
                 return result
             except _LeaseBusy:
-                self.conn.rollback()
+                self._rollback()
                 if busy_since is None:
                     busy_since = time.monotonic()
                 waited = time.monotonic() - busy_since
@@ -185,7 +185,7 @@ class Session:
                     raise MigratorBusy(self._holder(), waited) from None
                 time.sleep(min(0.5, self.knobs.lease_s / 4))
             except psycopg.errors.LockNotAvailable:
-                self.conn.rollback()
+                self._rollback()
                 self.lock_waits += 1
                 attempt += 1
                 if attempt > self.knobs.retries:
@@ -195,7 +195,7 @@ class Session:
                     ) from None
                 time.sleep(min(2.0, 0.05 * 2**attempt) * random.uniform(0.5, 1.5))
             except psycopg.errors.QueryCanceled as exc:
-                self.conn.rollback()
+                self._rollback()
                 raise MigrationError(
                     f"{what}: statement timeout ({exc}); committed batches are valid, rerun "
                     "with a smaller --batch-size or a larger --statement-timeout"
@@ -203,11 +203,11 @@ class Session:
             except psycopg.OperationalError as exc:
                 if connection_lost(exc):
                     raise self.lost(exc) from None
-                self.conn.rollback()
+                self._rollback()
                 raise
             except BaseException:
                 if not self.conn.broken:
-                    self.conn.rollback()
+                    self._rollback()
                 raise
 
     def _within_ceiling(self, cursor: Cursor, what: str) -> None:
@@ -234,6 +234,13 @@ class Session:
         finally:
             if not self.conn.broken:
                 self.conn.autocommit = False
+
+    def _rollback(self) -> None:
+        """Roll back; a shutdown can land on the rollback itself: said as a lost server too
+        (it escaped as a traceback once, the server stopped between a read and its
+        rollback)."""
+        with self._loss_reported():
+            self.conn.rollback()
 
     @contextmanager
     def _loss_reported(self) -> Iterator[None]:
