@@ -23,7 +23,6 @@ from __future__ import annotations
 import argparse
 import os
 import platform
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -33,6 +32,7 @@ from pathlib import Path
 from bench.common import alembic_app
 from bench.common.commands import ROOT
 from bench.common.doc_sections import replace_section
+from bench.common.speed import log, rows, timed
 from queueguard.pg import scratch
 from queueguard.pg.scratch import ScratchDatabases
 from queueguard.sets.alembic_config import ini_value
@@ -41,19 +41,6 @@ from queueguard.sets.alembic_dsn import sqlalchemy_url
 DOCS = ROOT / "docs" / "benchmarks.md"
 SECTION = "## Alembic: queueguard next to alembic upgrade"
 BIN = Path(sys.executable).parent
-
-
-def log(message: str) -> None:
-    print(f"[bench] {message}", file=sys.stderr, flush=True)
-
-
-def _timed(argv: list[str], cwd: Path) -> float:
-    started = time.perf_counter()
-    done = subprocess.run(argv, cwd=cwd, capture_output=True, text=True, env=os.environ.copy())
-    seconds = time.perf_counter() - started
-    if done.returncode != 0:
-        raise SystemExit(f"{' '.join(argv)} failed ({done.returncode}):\n{done.stderr[-2000:]}")
-    return seconds
 
 
 def _import_s(project: Path) -> float:
@@ -98,26 +85,21 @@ def run(admin: str, revisions: int, rounds: int) -> tuple[dict[str, list[float]]
             }
             order = list(cases) if n % 2 == 0 else list(reversed(cases))
             for name in order:
-                times[name].append(_timed(cases[name], project))
+                times[name].append(timed(cases[name], project))
             log(f"round {n + 1}: " + ", ".join(f"{k} {v[-1]:.2f} s" for k, v in times.items()))
     return times, imports
 
 
 def render(times: dict[str, list[float]], revisions: int, imports: float, command: str) -> str:
     rounds = len(times["native"])
-    rows = []
-    for name, label, goal in (
-        ("native", "`alembic upgrade head`", "—"),
-        ("upgrade", "`queueguard upgrade --migrations DIR`", "≤ 1.2×"),
-        ("plan", "`queueguard plan --migrations DIR`", "≤ 2×"),
-    ):
-        ratios = [t / n for t, n in zip(times[name], times["native"], strict=True)]
-        each = ", ".join(f"{t:.2f}" for t in times[name])
-        rows.append(
-            f"| {label} | {min(times[name]):.2f} s | {each} | "
-            f"{min(times[name]) / min(times['native']):.2f}× | "
-            f"{statistics.median(ratios):.2f}× | {goal} |"
-        )
+    table = rows(
+        times,
+        [
+            ("native", "`alembic upgrade head`", "—"),
+            ("upgrade", "`queueguard upgrade --migrations DIR`", "≤ 1.2×"),
+            ("plan", "`queueguard plan --migrations DIR`", "≤ 2×"),
+        ],
+    )
     load = os.getloadavg()[0]
     return "\n".join(
         [
@@ -139,7 +121,7 @@ def render(times: dict[str, list[float]], revisions: int, imports: float, comman
             "| command | fastest | each round (s) | fastest ÷ native's | median ratio to "
             "the same round's native | goal |",
             "|---|---:|---|---:|---:|---:|",
-            *rows,
+            *table,
         ]
     )
 

@@ -23,8 +23,6 @@ from __future__ import annotations
 import argparse
 import os
 import platform
-import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -33,6 +31,7 @@ from pathlib import Path
 from bench.common import django_app
 from bench.common.commands import ROOT
 from bench.common.doc_sections import replace_section
+from bench.common.speed import log, rows, timed
 from queueguard.pg import dsn as dsns
 from queueguard.pg import scratch
 from queueguard.pg.scratch import ScratchDatabases
@@ -40,19 +39,6 @@ from queueguard.pg.scratch import ScratchDatabases
 DOCS = ROOT / "docs" / "benchmarks.md"
 SECTION = "## Django: queueguard next to manage.py migrate"
 BIN = Path(sys.executable).parent
-
-
-def log(message: str) -> None:
-    print(f"[bench] {message}", file=sys.stderr, flush=True)
-
-
-def _timed(argv: list[str], cwd: Path, env: dict[str, str]) -> float:
-    started = time.perf_counter()
-    done = subprocess.run(argv, cwd=cwd, capture_output=True, text=True, env=env)
-    seconds = time.perf_counter() - started
-    if done.returncode != 0:
-        raise SystemExit(f"{' '.join(argv)} failed ({done.returncode}):\n{done.stderr[-2000:]}")
-    return seconds
 
 
 def _env(dsn: str) -> dict[str, str]:
@@ -104,7 +90,7 @@ def run(admin: str, migrations: int, rounds: int) -> tuple[dict[str, list[float]
             order = list(cases) if n % 2 == 0 else list(reversed(cases))
             for name in order:
                 argv, env = cases[name]
-                times[name].append(_timed(argv, project, env))
+                times[name].append(timed(argv, project, env))
             log(f"round {n + 1}: " + ", ".join(f"{k} {v[-1]:.2f} s" for k, v in times.items()))
             applied = _count(native)
     return times, applied
@@ -120,19 +106,14 @@ def _count(dsn: str) -> int:
 
 def render(times: dict[str, list[float]], migrations: int, applied: int, command: str) -> str:
     rounds = len(times["native"])
-    rows = []
-    for name, label, goal in (
-        ("native", "`python manage.py migrate`", "—"),
-        ("upgrade", "`queueguard upgrade --migrations DIR`", "≤ 1.2×"),
-        ("plan", "`queueguard plan --migrations DIR`", "≤ 2×"),
-    ):
-        ratios = [t / n for t, n in zip(times[name], times["native"], strict=True)]
-        each = ", ".join(f"{t:.2f}" for t in times[name])
-        rows.append(
-            f"| {label} | {min(times[name]):.2f} s | {each} | "
-            f"{min(times[name]) / min(times['native']):.2f}× | "
-            f"{statistics.median(ratios):.2f}× | {goal} |"
-        )
+    table = rows(
+        times,
+        [
+            ("native", "`python manage.py migrate`", "—"),
+            ("upgrade", "`queueguard upgrade --migrations DIR`", "≤ 1.2×"),
+            ("plan", "`queueguard plan --migrations DIR`", "≤ 2×"),
+        ],
+    )
     load = os.getloadavg()[0]
     return "\n".join(
         [
@@ -156,7 +137,7 @@ def render(times: dict[str, list[float]], migrations: int, applied: int, command
             "| command | fastest | each round (s) | fastest ÷ native's | median ratio to "
             "the same round's native | goal |",
             "|---|---:|---|---:|---:|---:|",
-            *rows,
+            *table,
             "",
             "Where the difference goes (profiled with `python -m cProfile -m queueguard.cli` on "
             "this project): both sides pay one Python start and one `django.setup()` in the "
