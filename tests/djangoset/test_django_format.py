@@ -330,18 +330,6 @@ def test_lint_reads_the_captured_statements_and_flags_an_apps_two_leaves(shop: P
     assert "`migrate` would refuse them" in problem and "makemigrations --merge" in fix
 
 
-def test_what_is_not_built_for_django_is_refused_up_front(
-    shop: Path, empty_db: str, capsys: pytest.CaptureFixture[str]
-) -> None:
-    for args in (
-        ["upgrade", "--migrations", str(shop), "--dsn", empty_db, "--online"],
-        ["plan", "--migrations", str(shop), "--dsn", empty_db, "--online"],
-    ):
-        assert main(args) == 2, args
-        assert "not available for Django projects yet" in capsys.readouterr().err
-    assert _rows(empty_db, "SELECT to_regclass('django_migrations')") == [(None,)]
-
-
 ORDER_TOTAL = """
 from django.db import migrations, models
 

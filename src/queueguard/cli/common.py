@@ -126,10 +126,19 @@ def _django_options(args: argparse.Namespace) -> None:
     )
 
 
-def _not_for_django(mset: Any, what: str) -> None:
-    """A command (or option) not built for Django projects yet: said, exit 2, nothing run."""
-    if getattr(mset, "format", None) == "django":
-        raise UsageError(
-            f'{what} is not available for Django projects yet (docs/django.md, "Not yet"): '
-            "status, plan, upgrade, lint, verify, rehearse and fleet (without --online) are"
-        )
+def upgrade_summary(report: Any) -> list[str]:
+    """What `upgrade` says it did (a SetUpgradeReport), with or without --online."""
+    if report.latest_applied is not None:  # Django: an applied set, said app by app
+        latest = ", ".join(f"{a}.{n}" for a, n in sorted(report.latest_applied.items()))
+        done = f"applied {', '.join(report.applied)}" if report.applied else "nothing to do"
+        lines = [f"{done}; each app's latest: {latest or 'none'} ({report.elapsed_ms} ms)"]
+    elif not report.applied:
+        return [f"already at {report.after or report.before} (nothing to do)"]
+    else:
+        lines = [
+            f"upgraded {report.before or 'empty'} -> {report.after} "
+            f"(applied {', '.join(report.applied)}) in {report.elapsed_ms} ms"
+        ]
+    if report.resumed:
+        lines.append(f"  resumed {', '.join(report.resumed)} where a previous run stopped")
+    return [*lines, f"  lock waits: {report.lock_waits}"]

@@ -5,7 +5,6 @@ statement in flight."""
 from __future__ import annotations
 
 import argparse
-import sys
 import time
 from typing import Any
 
@@ -110,12 +109,8 @@ def upgrade_online(args: argparse.Namespace, mset: MigrationSet, dsn: str, limit
         )
     if result.proved:
         print("proof: the online forms end where the plain statements end (schema dump, rows)")
-    if not report.applied:
-        print(f"already at {report.after or report.before} (nothing to do)", file=sys.stdout)
-    else:
-        print(
-            f"upgraded {report.before or 'empty'} -> {report.after} "
-            f"(applied {', '.join(report.applied)}) in {_ms(report.elapsed_ms)}"
-        )
-        print(f"  lock waits: {report.lock_waits}")
+    from queueguard.cli.common import upgrade_summary
+
+    for line in upgrade_summary(report):
+        print(line)
     return 0

@@ -13,8 +13,8 @@ from queueguard.cli.common import (
     _foreign_set,
     _is_foreign,
     _migrations,
-    _not_for_django,
     _target,
+    upgrade_summary,
 )
 from queueguard.errors import UsageError
 from queueguard.style import wants_color
@@ -98,7 +98,6 @@ def _upgrade_foreign(args: argparse.Namespace) -> int:
     if args.online:
         from queueguard.cli import online_set_commands
 
-        _not_for_django(mset, "upgrade --online")
         return online_set_commands.upgrade_online(args, mset, dsn, limits)
     if args.max_lock:  # plan (and PostgreSQL's parser) only when asked for
         from queueguard.upgrade.plan.planner import plan
@@ -122,21 +121,8 @@ def _upgrade_foreign(args: argparse.Namespace) -> int:
         return 0
     for note in report.notes:
         print(f"queueguard: note: {note}", file=sys.stderr)
-    if report.latest_applied is not None:  # Django: an applied set, said app by app
-        latest = ", ".join(f"{a}.{n}" for a, n in sorted(report.latest_applied.items()))
-        done = f"applied {', '.join(report.applied)}" if report.applied else "nothing to do"
-        print(f"{done}; each app's latest: {latest or 'none'} ({report.elapsed_ms} ms)")
-        print(f"  lock waits: {report.lock_waits}")
-    elif not report.applied:
-        print(f"already at {report.after or report.before} (nothing to do)")
-    else:
-        print(
-            f"upgraded {report.before or 'empty'} -> {report.after} "
-            f"(applied {', '.join(report.applied)}) in {report.elapsed_ms} ms"
-        )
-        if report.resumed:
-            print(f"  resumed {', '.join(report.resumed)} where a previous run stopped")
-        print(f"  lock waits: {report.lock_waits}")
+    for line in upgrade_summary(report):
+        print(line)
     for revision in report.skipped:
         print(f"  revision {revision} was applied by another runner meanwhile")
     return 0

@@ -14,7 +14,6 @@ from queueguard.cli.common import (
     _foreign_set,
     _is_foreign,
     _migrations,
-    _not_for_django,
     _output,
     _target,
 )
@@ -118,8 +117,6 @@ def cmd_plan(args: argparse.Namespace) -> int:
         raise UsageError(f"--sample-rows must be at least 1, got {args.sample_rows}")
     max_lock = parse_duration_ms(args.max_lock) if args.max_lock else None
     mset = _foreign_set(args)
-    if args.online:
-        _not_for_django(mset, "plan --online")
     result = plan(
         mset,
         _target(args, fallback=False),

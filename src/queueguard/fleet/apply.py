@@ -134,7 +134,7 @@ def current(
     mset: MigrationSet, target: Target, conn: psycopg.Connection[Any] | None = None
 ) -> str | None:
     """Where the target is, by the format's own ledger (read only)."""
-    from queueguard.upgrade.foreign.runner import current as foreign_current
+    from queueguard.upgrade.foreign.bookkeeping import current as foreign_current
 
     own = conn is None
     if conn is None:

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from queueguard.errors import MigrationError, QueueguardError, UsageError
+from queueguard.pg.sqlfiles import queries
 from queueguard.sets.django_process import Options, Project, Runner, project
 from queueguard.sets.model import MigrationSet, Revision, heads_of, state_of
 
@@ -29,6 +30,10 @@ FORMAT = "django"
 BOOKKEEPING_TABLE = "django_migrations"
 #: the project's facts kept on each revision's `native`
 ATOMIC, REPLACES, OPERATIONS, PYTHON = "atomic", "replaces", "operations", "python"
+#: on a migration run as its captured SQL (`upgrade --online`): what returns the statements
+#: of Django's fake path for it, compiled by the project's runner when they are to run
+RECORD = "record"
+Q = queries("queueguard.sets", "django.sql")
 
 #: the command line's word on a Django project (`--python`, `--settings`, `--database`),
 #: set by the CLI before a set is loaded
@@ -218,6 +223,15 @@ def current(mset: MigrationSet, dsn: str) -> str | None:
     recorder on a read-only connection), as one state string; None when none is."""
     with graph_of(mset).borrow(dsn, read_only=True) as runner:
         return state_of(runner.ask("applied")["applied"])
+
+
+def applied_state(conn: Any) -> str | None:
+    """`current`, read on a connection to the database in the transaction it is in (the
+    runner's own, under the runner lock: `upgrade --online` between its statements)."""
+    row = conn.execute(Q["has_table"]).fetchone()
+    if not row or not row[0]:
+        return None
+    return state_of(r[0] for r in conn.execute(Q["applied"]).fetchall())
 
 
 def latest_applied(mset: MigrationSet, state: str | None) -> dict[str, str]:

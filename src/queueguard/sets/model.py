@@ -19,6 +19,11 @@ from queueguard.errors import UsageError
 FORMATS = ("queueguard", "alembic", "temporal", "sqldir", "django")
 
 
+#: on a revision's `native`: its statements are what a run of its own tool sent (a Django
+#: migration as its migrate sent them on the sample), known again only by another run
+CAPTURED = "captured"
+
+
 @dataclass(frozen=True)
 class Revision:
     """One revision of a set: `id` in the format's own spelling (`1.10`, `a1b2c3d4e5f6`,

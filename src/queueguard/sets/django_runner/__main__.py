@@ -24,6 +24,8 @@ Commands (one JSON object a line, each answered by events):
   connection of every thread and at the driver (psycopg's cursors); with `watch`, each
   statement of the migration's own connection waits for queueguard to read the session
   around it (`query` ... `go` ... `next`).
+- record: the statements Django's fake path would run for one migration queueguard applied
+  in online forms (the recorder's INSERT, compiled, not run).
 """
 
 from __future__ import annotations
@@ -365,6 +367,7 @@ def migrate(channel, message, alias, reconfigure):
         _capture._install(capture, migrate_module)
     capture.watch = bool(message.get("watch"))
     capture.ladder = message.get("ladder") or {}
+    capture.post_migrate = message.get("post_migrate", True)
     capture.migration, capture.op, capture.phase = None, None, "setup"
     command_class = _migrate_class(message.get("allow_custom"))
 
@@ -467,6 +470,10 @@ def main():
                 plan(channel, connections[alias], message)
             elif op == "migrate":
                 migrate(channel, message, _GIVEN["alias"], _reconfigure)
+            elif op == "record":  # Django's fake path, compiled (`upgrade --online`)
+                from django.db import connections
+
+                _capture.record(channel, connections[alias], message["id"])
             elif op == "quit":
                 channel.send(ev="bye")
                 return

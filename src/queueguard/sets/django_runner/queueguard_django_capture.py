@@ -38,6 +38,7 @@ class Capture:
         self.main = threading.get_ident()
         self.local = threading.local()
         self.seq = 0
+        self.post_migrate = True
 
     # the window of each migration (migrate's progress hook)
     def progress(self, action, migration=None, fake=False):
@@ -423,6 +424,8 @@ def _install(capture, migrate_module):
             capture.phase = "setup"
 
     def emit_post(*a, **kw):
+        if not capture.post_migrate:  # a run `upgrade --online` goes on after: sent at its end
+            return None
         capture.phase = "post_migrate"
         try:
             return post(*a, **kw)
@@ -431,3 +434,43 @@ def _install(capture, migrate_module):
 
     migrate_module.emit_pre_migrate_signal = emit_pre
     migrate_module.emit_post_migrate_signal = emit_post
+
+
+def record(channel, connection, key):
+    """Django's fake path for migration `key`, applied by queueguard's online forms: what
+    the executor's `record_migration` records (each name a squash replaces, else its own)
+    and then, as `migrate` completes a squash all of whose originals are applied, the
+    squash. The recorder's INSERT is compiled by Django's ORM and not run here: queueguard
+    runs it in the migration's last transaction. A naive `applied` (USE_TZ = False) is
+    given the default time zone, as Django's connection would read it."""
+    from django.db.migrations.loader import MigrationLoader
+    from django.db.migrations.recorder import MigrationRecorder
+    from django.db.models.sql import InsertQuery
+    from django.utils import timezone
+
+    recorder = MigrationRecorder(connection)
+    recorder.ensure_schema()  # as migrate does before its first migration
+    loader = MigrationLoader(connection)
+    node = _node(key)
+    migration = loader.disk_migrations[node]
+    names = [tuple(r) for r in migration.replaces] if migration.replaces else [node]
+    applied = set(recorder.applied_migrations()) | set(names)
+    for squash, replacing in loader.replacements.items():
+        if squash not in applied and all(tuple(r) in applied for r in replacing.replaces):
+            names.append(squash)
+            applied.add(squash)
+    model = recorder.Migration
+    query = InsertQuery(model)
+    fields = [f for f in model._meta.concrete_fields if not f.primary_key]
+    query.insert_values(fields, [model(app=app, name=name) for app, name in names])
+    statements = []
+    for sql, params in query.get_compiler(connection=connection).as_sql():
+        values = []
+        for value in params:
+            if hasattr(value, "tzinfo") and hasattr(value, "isoformat"):
+                if timezone.is_naive(value):
+                    value = timezone.make_aware(value, timezone.get_default_timezone())
+                value = value.isoformat()
+            values.append(value)
+        statements.append([sql, values])
+    channel.send(ev="record", statements=statements, names=[_key(n) for n in names])

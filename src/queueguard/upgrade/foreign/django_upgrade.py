@@ -19,12 +19,12 @@ from __future__ import annotations
 import random
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
 from queueguard.errors import LockTimeout, MigrationError, UsageError
-from queueguard.sets import MigrationSet
+from queueguard.sets import MigrationSet, Revision
 from queueguard.sets import django as django_format
 from queueguard.sets.django_process import Runner
 from queueguard.sets.model import state_of
@@ -69,7 +69,14 @@ def upgrade(
     limits: Limits,
     on_step: Callable[[Step], None] | None = None,
     cancelled: threading.Event | None = None,
+    *,
+    part: Sequence[Revision] | None = None,
+    post_migrate: bool = True,
 ) -> SetUpgradeReport:
+    """`part`: only these migrations, and migrate run even when they are all applied (its
+    pre/post_migrate signals); `post_migrate` False: the signal is left for a later run
+    (`upgrade --online`'s runs between migrations it applies as SQL: one plain `migrate`
+    sends it once, at its end)."""
     started = time.monotonic()
     settings = {
         "lock_timeout": str(limits.lock_timeout_ms),
@@ -83,11 +90,14 @@ def upgrade(
         report = SetUpgradeReport(mset.format, target, before)
         report.after = before
         pending = mset.pending(before, target) if target is not None else []
-        if pending:
+        if part is not None:
+            ids = {r.id for r in part}
+            pending = [r for r in pending if r.id in ids]
+        if pending or part:
             refuse_custom(runner)
-            targets = django_format.migrate_targets(mset, pending)
+            targets = django_format.migrate_targets(mset, pending or list(part or ()))
             with _cancelling(runner, cancelled):
-                _run(mset, runner, targets, limits, settings, report, on_step)
+                _run(mset, runner, targets, limits, {**settings}, report, on_step, post_migrate)
             report.after = state_of(runner.ask("applied")["applied"])
         report.latest_applied = django_format.latest_applied(mset, report.after)
         report.elapsed_ms = int((time.monotonic() - started) * 1000)
@@ -126,11 +136,12 @@ def _run(
     settings: dict[str, str],
     report: SetUpgradeReport,
     on_step: Callable[[Step], None] | None,
+    post_migrate: bool = True,
 ) -> None:
     atomic = {r.id: bool(r.native.get(django_format.ATOMIC, True)) for r in mset.revisions}
     attempts: dict[str, int] = {}
     while True:
-        failed = _migrate(runner, targets, limits, report, on_step, settings)
+        failed = _migrate(runner, targets, limits, report, on_step, settings, post_migrate)
         if failed is None:
             return
         migration = str(failed.get("migration") or "")
@@ -156,12 +167,14 @@ def _migrate(
     report: SetUpgradeReport,
     on_step: Callable[[Step], None] | None,
     settings: dict[str, str],
+    post_migrate: bool = True,
 ) -> dict[str, Any] | None:
     """One run of Django's migrate; the failure event, or None when it finished."""
     runner.send(
         op="migrate",
         targets=targets,
         settings=settings,
+        post_migrate=post_migrate,
         allow_custom=runner.project.allow_custom,
         ladder={"timeouts": ladder(limits), "pause_s": sum(RETRY_SLEEP_S) / 2},
     )

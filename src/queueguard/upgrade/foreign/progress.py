@@ -6,12 +6,14 @@ completed upgrade leaves nothing of ours behind."""
 from __future__ import annotations
 
 import hashlib
+import json
 from typing import Any
 
 import psycopg
 
 from queueguard.pg.sqlfiles import queries
 from queueguard.sets import Revision
+from queueguard.sets.model import CAPTURED
 
 Q = queries("queueguard.upgrade", "foreign.sql")
 
@@ -35,13 +37,30 @@ def write(
     conn: psycopg.Connection[Any], rev: Revision, index: int, forms: str | None = None
 ) -> None:
     """The revision is done up to statement `index` (exclusive); `forms`: statement `index`
-    is in flight with these online forms (JSON)."""
+    is in flight with these online forms (JSON). A revision whose SQL a run chose (a Django
+    migration as its migrate sent it) keeps its statements beside, for a rerun."""
+    kept = json.dumps(list(rev.statements or ())) if rev.native.get(CAPTURED) else None
     conn.execute(Q["progress_create"])
     conn.execute(Q["progress_columns"])
     conn.execute(
         Q["progress_write"],
-        {"revision": rev.id, "statement": index, "sha256": checksum(rev), "forms": forms},
-    )
+        {
+            "revision": rev.id, "statement": index, "sha256": checksum(rev), "forms": forms,
+            "statements": kept,
+        },
+    )  # fmt: skip
+
+
+def statements(conn: psycopg.Connection[Any]) -> dict[str, tuple[str, ...]]:
+    """{revision: the statements kept with its progress row} (see `write`)."""
+    row = conn.execute(Q["progress_exists"]).fetchone()
+    if not row or not row[0]:
+        return {}
+    has = conn.execute(Q["progress_has_statements"]).fetchone()
+    if not has or not has[0]:
+        return {}
+    rows = conn.execute(Q["progress_statements"]).fetchall()
+    return {r[0]: tuple(json.loads(r[1])) for r in rows}
 
 
 def write_forms(conn: psycopg.Connection[Any], rev: Revision, forms: str) -> None:

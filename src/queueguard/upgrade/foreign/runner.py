@@ -28,7 +28,8 @@ from __future__ import annotations
 import random
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 import psycopg
@@ -37,7 +38,7 @@ from queueguard.errors import LockTimeout, MigrationError, TamperedMigration, Us
 from queueguard.pg.connect import connect, connection_lost
 from queueguard.sets import MigrationSet, Revision, sqldir, temporal
 from queueguard.upgrade import topology
-from queueguard.upgrade.foreign import half_applied, outside, progress
+from queueguard.upgrade.foreign import bookkeeping, half_applied, outside, progress
 from queueguard.upgrade.foreign.report import SetUpgradeReport, Step
 from queueguard.upgrade.foreign.session import (
     APPLICATION_NAME,
@@ -54,19 +55,6 @@ from queueguard.upgrade.plan.apply import code_of, first_line, is_transaction_co
 if TYPE_CHECKING:  # the online path (and pglast, its parser) is imported only when used
     from queueguard.upgrade.foreign.online.apply import OnlinePlan
     from queueguard.upgrade.foreign.online.choose import Form
-
-
-def current(mset: MigrationSet, conn: psycopg.Connection[Any]) -> str | None:
-    """The revision the database is at, by the format's own bookkeeping (read only)."""
-    if mset.format == "temporal":
-        return temporal.current(conn)
-    if mset.format == "sqldir":
-        return sqldir.current(conn)
-    if mset.format == "alembic":  # a revision run as its rendered SQL (`upgrade --online`)
-        from queueguard.sets import alembic_version_table as versions
-
-        return versions.read(conn, mset.version_table or versions.DEFAULT_VERSION_TABLE)
-    raise UsageError(f"format {mset.format} is not read through this connection")
 
 
 def upgrade(
@@ -96,7 +84,16 @@ def upgrade(
     if mset.format == "django":  # Django's own migrate, with queueguard's gates
         from queueguard.upgrade.foreign import django_upgrade
 
-        return django_upgrade.upgrade(mset, dsn, target, limits, on_step, cancelled)
+        if not any(r.statements is not None for r in mset.revisions):
+            return django_upgrade.upgrade(mset, dsn, target, limits, on_step, cancelled)
+        # `upgrade --online` runs some migrations as their captured SQL: those here, the
+        # others through Django's migrate
+        from queueguard.upgrade.foreign import django_online
+
+        return django_online.upgrade_in_parts(
+            mset, dsn, target, limits, on_step,
+            lambda view, end: _upgrade_sql(view, dsn, end, limits, on_step, online, stop),
+        )  # fmt: skip
     if mset.format == "alembic":  # imported here: Alembic and SQLAlchemy cost a second
         from queueguard.upgrade.foreign import alembic_runner
 
@@ -131,7 +128,7 @@ def _upgrade_sql(
         # Where the database is, read under the runner lock: another runner's revision is
         # either wholly there or not at all.
         begin(conn, limits, limits.lock_timeout_ms)
-        before = current(mset, conn)
+        before = bookkeeping.current(mset, conn)
         if mset.format == "sqldir":
             changed = sqldir.tampered(conn, mset)
             if changed:
@@ -144,7 +141,7 @@ def _upgrade_sql(
             half_applied.refuse(conn, mset, pending[0])
         if mset.format == "temporal" and pending and temporal.current(conn) is None:
             temporal.setup(conn)  # what `setup-schema -v 0.0` writes, where nothing is
-        previous = current(mset, conn) or before
+        previous = bookkeeping.current(mset, conn) or before
         conn.commit()
         for rev in pending:
             if stop is not None and rev is not pending[0] and stop():
@@ -160,7 +157,7 @@ def _upgrade_sql(
                 report.skipped.append(rev.id)
             previous = rev.id
         revision = None
-        report.after = current(mset, conn)
+        report.after = bookkeeping.current(mset, conn)
         conn.rollback()
         report.elapsed_ms = int((time.monotonic() - started) * 1000)
         return report
@@ -229,7 +226,7 @@ def _attempt(
     statements = list(rev.statements or ())
     last = max((i for i, s in enumerate(statements) if not is_transaction_control(s)), default=-1)
     begin(conn, limits, timeout)
-    at = current(mset, conn)
+    at = bookkeeping.current(mset, conn)
     if at != previous and not (previous is None and at in (None, temporal.INITIAL_VERSION)):
         conn.rollback()
         return False  # another runner moved the version under the runner lock
@@ -290,7 +287,7 @@ def _attempt(
         running.append(
             Step(rev.id, index, statement, True, time.perf_counter() - began, started=began)
         )
-    _bookkeeping(conn, mset, rev, previous)
+    bookkeeping.record(conn, mset, rev, previous)
     _commit(conn, running, on_step)
     return True
 
@@ -305,7 +302,7 @@ def _still_mine(
     """Between a statement run outside a transaction (under the session-level lock) and the
     next revision transaction the runner lock was free: the version and the progress row
     must be as this runner left them, or another runner has resumed the revision."""
-    at = current(mset, conn)
+    at = bookkeeping.current(mset, conn)
     unmoved = at == previous or (previous is None and at in (None, temporal.INITIAL_VERSION))
     return unmoved and progress.read(conn).get(rev.id, (None, ""))[0] == index
 
@@ -340,25 +337,6 @@ def _failed(rev: Revision, index: int, exc: psycopg.Error, committed: int) -> Mi
     return error
 
 
-def _bookkeeping(
-    conn: psycopg.Connection[Any], mset: MigrationSet, rev: Revision, previous: str | None
-) -> None:
-    """The format's own record of the revision, and our progress table gone, in the
-    revision's (last) transaction."""
-    if mset.format == "temporal":
-        temporal.record(conn, rev, previous or temporal.INITIAL_VERSION)
-    elif mset.format == "sqldir":
-        sqldir.ensure_ledger(conn)
-        sqldir.record(conn, rev)
-    elif mset.format == "alembic":
-        from queueguard.sets import alembic_version_table as versions
-        from queueguard.sets.alembic_render import BOOKKEEPING
-
-        table = mset.version_table or versions.DEFAULT_VERSION_TABLE
-        versions.record(conn, table, rev.native[BOOKKEEPING])
-    progress.clear(conn, rev)
-
-
 def _outside(
     conn: psycopg.Connection[Any],
     rev: Revision,
@@ -390,7 +368,7 @@ def finish_in_flight(
     try:
         begin(conn, limits, limits.lock_timeout_ms)
         flight = progress.in_flight(conn)
-        previous = current(mset, conn)
+        previous = bookkeeping.current(mset, conn)
         conn.commit()
         if flight is None:
             return None
@@ -402,22 +380,36 @@ def finish_in_flight(
         statements = rev.statements or ()
         last = max(i for i, s in enumerate(statements) if not is_transaction_control(s))
         found = (online_apply.decode(forms), step)
-        _online(
-            conn,
-            mset,
-            rev,
-            previous,
-            limits,
-            index,
-            index == last,
-            found,
-            OnlinePlan(options={**options}),
-        )
+        with _recorded(mset, dsn, revision) as view:
+            _online(
+                conn,
+                view,
+                view.get(revision),
+                previous,
+                limits,
+                index,
+                index == last,
+                found,
+                OnlinePlan(options={**options}),
+            )
         return f"{index + 1} of revision {revision}"
     except psycopg.Error as exc:
         raise stopped(dsn, None, exc) from exc
     finally:
         conn.close()
+
+
+@contextmanager
+def _recorded(mset: MigrationSet, dsn: str, revision: str) -> Iterator[MigrationSet]:
+    """The set, a Django migration run as SQL given its fake path (see `django_online`)."""
+    if mset.format != "django":
+        yield mset
+        return
+    from queueguard.sets import django
+    from queueguard.upgrade.foreign import django_online
+
+    with django.graph_of(mset).borrow(dsn) as runner:
+        yield django_online.recording(mset, revision, runner)
 
 
 def _with_flight(conn: psycopg.Connection[Any], online: OnlinePlan | None) -> OnlinePlan | None:
@@ -450,7 +442,7 @@ def _online(
 
     def finish(c: psycopg.Connection[Any]) -> None:
         if last:
-            _bookkeeping(c, mset, rev, previous)
+            bookkeeping.record(c, mset, rev, previous)
         else:
             progress.write(c, rev, index + 1)
 

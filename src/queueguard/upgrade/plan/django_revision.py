@@ -177,6 +177,34 @@ def notes(revision: Revision, migration: Migration) -> list[str]:
     return found
 
 
+def as_sql(revision: Revision, migration: Migration, traced: Traced) -> tuple[str, ...] | str:
+    """The migration as the SQL its migrate sent, one statement for each line of the bill
+    (queries that changed nothing left out), when that SQL is all it did; else why not:
+    opaque, a Python step (its statements depend on the rows it reads), or a statement that
+    is not on the bill (a `SET`: its effect on the session would not be carried). Pure."""
+    if migration.opaque:
+        return f"it is opaque ({migration.opaque[0]})"
+    for n, op in enumerate(revision.native.get(django_format.OPERATIONS, ()), start=1):
+        if op.get("python"):
+            return (
+                f"operation {n} is {op.get('kind')}, a Python step: its statements depend on "
+                "what it reads, and queueguard does not rewrite Python"
+            )
+    lines = [seen.sql for seen in traced.seen]
+    at = 0
+    for statement in migration.statements:
+        sql = str(statement["sql"])
+        if statement.get("origin") == "bookkeeping":
+            continue
+        if at < len(lines) and lines[at] == sql:
+            at += 1
+        elif not is_introspection(sql):
+            return f"its statement `{_short(sql)}` is not one the bill prices"
+    if at != len(lines):
+        return "the statements captured are not those the bill prices"
+    return tuple(lines)
+
+
 def traced(mset: MigrationSet, dsn: str, revisions: Sequence[Revision]) -> list[Traced]:
     return capture(mset, dsn, revisions).traced
 
@@ -224,6 +252,7 @@ def capture(mset: MigrationSet, dsn: str, revisions: Sequence[Revision]) -> Capt
                 for name in unexplained(before, after, sqls):
                     current.opaque.append(f"{name} changed, and no captured statement names it")
                 found.traced[-1].notes = notes(by_id[current.id], current)
+                found.traced[-1].captured = as_sql(by_id[current.id], current, found.traced[-1])
                 before, sizes, now = after, sizes_now(reader), indexes_now(reader)
                 found.traced[-1].indexes = {**now, **found.traced[-1].indexes}
                 indexes = now

@@ -38,6 +38,9 @@ class Plan:
     latest_applied: dict[str, str] = field(default_factory=dict)
     #: what the bill says of a revision as a whole ({revision: lines}; Django's migrations)
     notes: dict[str, list[str]] = field(default_factory=dict)
+    #: a Django migration as the SQL its migrate sent (`upgrade --online` may run it so), or
+    #: why it cannot run as SQL
+    captured: dict[str, tuple[str, ...] | str] = field(default_factory=dict)
 
     @property
     def over(self) -> list[bill.Line]:
@@ -155,6 +158,10 @@ def _traced(
             indexes = {**python_revision.indexes_now(conn), **indexes}
             if mset.format == "alembic":
                 _record_rendered(mset, revision, conn)
+            if mset.format == "django":  # as the online run records it: Django's fake path
+                from queueguard.upgrade.foreign import django_online
+
+                django_online.record_on(mset, revision.id, dsn, conn)
             conn.rollback()
         done.append(python_revision.Traced(revision, seen, sizes, indexes))
     return done
@@ -219,6 +226,7 @@ def plan(
         traced = _traced(mset, pending, copy, start)
         result.revisions = bill_traced(traced, target_sizes, max_lock_ms)
         result.notes = {t.revision.id: t.notes for t in traced if t.notes}
+        result.captured = {t.revision.id: t.captured for t in traced if t.captured is not None}
     _queue_behind(result, target_dsn)
     return result
 

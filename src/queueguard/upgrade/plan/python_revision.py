@@ -57,6 +57,9 @@ class Traced:
     #: what the bill says of the revision as a whole (a Django migration's: opaque,
     #: `atomic = False`, a concurrent build's retry, a RunPython's data)
     notes: list[str] = field(default_factory=list)
+    #: a Django migration: its statements as SQL, every one the bill's lines stand for (it
+    #: may run so, `upgrade --online`), or why it cannot run as SQL
+    captured: tuple[str, ...] | str | None = None
 
 
 def sizes_now(conn: psycopg.Connection[Any]) -> dict[str, Size]:

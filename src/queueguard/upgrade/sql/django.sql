@@ -4,8 +4,11 @@
 
 -- name: catalog_objects
 -- Every user object with what a change to it alters: (its name, its table's name, a detail).
-SELECT c.relname, c.relname, c.relkind::text || ':' || pg_relation_filenode(c.oid)::text
+-- (an index's table is the table it indexes: a rewrite of the table gives it a new file too)
+SELECT c.relname, coalesce(t.relname, c.relname),
+       c.relkind::text || ':' || pg_relation_filenode(c.oid)::text
 FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+LEFT JOIN pg_index x ON x.indexrelid = c.oid LEFT JOIN pg_class t ON t.oid = x.indrelid
 WHERE n.nspname NOT IN ('pg_catalog', 'information_schema') AND n.nspname NOT LIKE 'pg_toast%%'
   AND c.relkind IN ('r', 'p', 'm', 'v', 'i', 'S', 'f')
 UNION ALL

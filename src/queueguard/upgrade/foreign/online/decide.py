@@ -108,17 +108,19 @@ def decide(
     sizes: Mapping[str, Size],
     start: Mapping[str, int],
     unrendered: Mapping[str, str] | None = None,
+    fmt: str = "alembic",
 ) -> list[Decision]:
     """The decisions for every statement over the budget, in order. `unrendered`: {Alembic
-    revision: why it cannot run as its rendered SQL} (`alembic_sql`; a revision that can is
-    given here with its statements)."""
+    revision or Django migration: why it cannot run as SQL} (`alembic_sql`, `django_sql`;
+    one that can is given here with its statements)."""
     found: list[Decision] = []
     for rev, lines in revisions:
         statements = rev.statements
         if statements is None:  # a Python revision: its statements are known only as it runs
             why = (unrendered or {}).get(rev.id)
-            refusal = f"{_PYTHON_REVISION}: {why}" if why else _PYTHON_REVISION
-            # through env.py the revision is one transaction: the bill's held_ms is the hold
+            python = _DJANGO_MIGRATION if fmt == "django" else _PYTHON_REVISION
+            refusal = f"{python}: {why}" if why else python
+            # through its tool the revision is one transaction: the bill's held_ms is the hold
             for line in lines:
                 if over_budget(line, budget_ms, sizes):
                     found.append(Decision(rev.id, line.index, line, None, refusal))
@@ -126,7 +128,7 @@ def decide(
                     rel, mode = _on_rows(line, sizes)[0]
                     hostage = (
                         f"its {mode} on {rel} is held ~{line.held_ms:.0f} ms, to the "
-                        f"revision's commit (env.py runs it in one transaction); {refusal}"
+                        f"revision's commit (its tool runs it in one transaction); {refusal}"
                     )
                     found.append(Decision(rev.id, line.index, line, None, hostage))
             continue
@@ -162,4 +164,8 @@ _PYTHON_REVISION = (
     "an Alembic revision's statements run through its env.py: only plain DDL that "
     "`alembic upgrade --sql` renders as the driver sees it could be given an online form, "
     "and queueguard does not rewrite a Python revision"
+)
+_DJANGO_MIGRATION = (
+    "a Django migration runs through Django's migrate: it is given online forms only as the "
+    "SQL migrate sent for it on the sample, where that SQL is all it did"
 )

@@ -101,6 +101,21 @@ def _volatile(decisions: list[Decision]) -> dict[str, set[str]]:
 Replan = Callable[[MigrationSet], planner.Plan]
 
 
+def _as_sql(
+    mset: MigrationSet, bill: planner.Plan, sent: Mapping[str, list[str]]
+) -> tuple[MigrationSet, dict[str, str]]:
+    """The set with the revisions of `sent` run as SQL where they can be: an Alembic
+    revision as its rendered SQL (`alembic_sql`), a Django migration as the SQL its migrate
+    sent (`django_sql`); and why not, for the others."""
+    if mset.format == "django":
+        from queueguard.upgrade.foreign.online import django_sql
+
+        return django_sql.convert(mset, bill, sent)
+    from queueguard.upgrade.foreign.online import alembic_sql
+
+    return alembic_sql.convert(mset, sent)
+
+
 def decisions_of(
     mset: MigrationSet,
     dsn: str,
@@ -129,15 +144,14 @@ def decide_set(
     replan: Replan,
 ) -> tuple[MigrationSet, list[Decision]]:
     """`decisions_of`, and the set as it will run: an Alembic revision with a statement
-    over the budget as its rendered SQL where that is what the driver sent (`alembic_sql`).
+    over the budget as its rendered SQL where that is what the driver sent (`alembic_sql`),
+    a Django migration as the SQL its migrate sent where that is all it did (`django_sql`).
     Such a revision is priced again (`replan`), statement by statement as the SQL formats
-    are: through env.py its statements share one transaction, so a lock an earlier one took
-    does not show on a later one, which on this path may run after a commit."""
+    are: through its tool its statements share one transaction, so a lock an earlier one
+    took does not show on a later one, which on this path may run after a commit."""
     sizes = _sizes(dsn)
     unrendered: dict[str, str] = {}
-    if mset.format == "alembic":
-        from queueguard.upgrade.foreign.online import alembic_sql
-
+    if mset.format in ("alembic", "django"):
         # a revision under the budget on one bill may be over it on the next (its timings
         # are measured again): it is tried as its rendered SQL too, at most twice more
         tried: set[str] = set()
@@ -155,13 +169,13 @@ def decide_set(
             if not sent:
                 break
             tried.update(sent)
-            view, refused = alembic_sql.convert(mset, sent)
+            view, refused = _as_sql(mset, bill, sent)
             unrendered.update(refused)
             if view is mset:
                 break
             mset, bill = view, replan(view)
     revisions = [(mset.get(rid), lines) for rid, lines in bill.revisions]
-    decisions = decide(revisions, budget_ms, sizes, start or {}, unrendered)
+    decisions = decide(revisions, budget_ms, sizes, start or {}, unrendered, mset.format)
     _refusals(decisions, dsn)
     return mset, decisions
 
@@ -210,7 +224,15 @@ def prove(
 
 def as_resumed(mset: MigrationSet, dsn: str) -> MigrationSet:
     """The set as a rerun must run it: an Alembic revision a killed run left part applied
-    (its progress row) as the rendered SQL it was begun as."""
+    (its progress row) as the rendered SQL it was begun as, a Django migration as the SQL
+    its migrate sent."""
+    if mset.format == "django":  # as the SQL its migrate sent, kept with the progress row
+        from queueguard.upgrade.foreign.online import django_sql
+
+        with sample.read_only(dsn) as conn:
+            kept = progress.statements(conn)
+            conn.rollback()
+        return django_sql.resumed(mset, kept)
     if mset.format != "alembic":
         return mset
     with sample.read_only(dsn) as conn:
@@ -268,7 +290,7 @@ def prepare(
         )  # fmt: skip
 
         def replan(view: MigrationSet) -> planner.Plan:
-            tell("plan: pricing the Alembic revisions run as their rendered SQL")
+            tell("plan: pricing again the revisions run as SQL, statement by statement")
             return planner.plan(
                 view, dsn, to=to, scratch_admin=admin, max_lock_ms=budget_ms,
                 sample_rows=sample_rows, start=start, prepared=(scratch.dbname_of(base), sizes),
