@@ -65,6 +65,16 @@ class Migration(migrations.Migration):
 """
 
 
+PRIMARY_KEY = """
+from django.db import migrations, models
+
+
+class Migration(migrations.Migration):
+    dependencies = [("catalog", "0006_backfill")]
+    operations = [migrations.AlterField("category", "id", models.AutoField(primary_key=True))]
+"""
+
+
 def _fill(dsn: str) -> None:
     with psycopg.connect(dsn, autocommit=True) as conn:
         conn.execute("INSERT INTO catalog_category (name) VALUES ('tools')")
@@ -187,17 +197,21 @@ def test_a_squash_run_online_is_recorded_as_django_records_it(
     assert proof.dump_differences(proof.schema_dump(theirs), proof.schema_dump(mine)) == []
 
 
-def test_a_python_step_over_the_budget_refuses_and_changes_nothing(
+def test_a_python_step_and_a_primary_keys_type_refuse_and_change_nothing(
     shop: Path, make_db: Callable[..., str], capsys: pytest.CaptureFixture[str]
 ) -> None:
     mine = make_db()
     manage(shop, mine, "migrate")
     _fill(mine)
     add_migration(shop, "catalog", "0006_backfill", BACKFILL)
+    add_migration(shop, "catalog", "0007_category_id", PRIMARY_KEY)
     before = _migrations(mine)
     argv = ["upgrade", "--migrations", str(shop), "--dsn", mine, "--max-lock", "0ms"]
     assert main([*argv, "--online"]) == 1
     err = capsys.readouterr().err
     assert "catalog.0006_backfill" in err and "RunPython, a Python step" in err
+    # Django carries the key's type to catalog_product.category_id: two tables, one rebuild
+    assert "catalog.0007_category_id" in err
+    assert "rewrites 2 tables (catalog_category, catalog_product)" in err
     assert _migrations(mine) == before
     assert _rows(mine, "SELECT to_regclass('product_stock_idx')") == [(None,)]

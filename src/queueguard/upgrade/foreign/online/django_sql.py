@@ -19,6 +19,8 @@ from dataclasses import replace
 from queueguard.sets import MigrationSet
 from queueguard.sets import django as django_format
 from queueguard.sets.model import CAPTURED
+from queueguard.sets.split import split
+from queueguard.upgrade.plan.bill import Line
 from queueguard.upgrade.plan.planner import Plan
 
 
@@ -41,22 +43,50 @@ def _with(mset: MigrationSet, converted: Mapping[str, tuple[str, ...]]) -> Migra
 
 
 def convert(
-    mset: MigrationSet, bill: Plan, wanted: Collection[str]
+    mset: MigrationSet, bill: Plan, wanted: Collection[str], tables: Collection[str]
 ) -> tuple[MigrationSet, dict[str, str]]:
     """The set with each migration of `wanted` run as the SQL migrate sent for it where that
     is all it did; and why not, for the others."""
     refused: dict[str, str] = {}
     converted: dict[str, tuple[str, ...]] = {}
     backend = _backend_refusal(mset) if wanted else None
+    lines = dict(bill.revisions)
     for revision_id in wanted:
         found = bill.captured.get(revision_id, "it was not captured on the sample")
+        carried = carried_across(lines.get(revision_id, []), tables)
         if backend is not None:
             refused[revision_id] = backend
         elif isinstance(found, str):
             refused[revision_id] = found
-        else:
-            converted[revision_id] = found
+        elif carried is not None:
+            refused[revision_id] = carried
+        else:  # "SET CONSTRAINTS …; ALTER TABLE …" is one execute of Django's: two statements
+            converted[revision_id] = tuple(one for sql in found for one in split(sql))
     return _with(mset, converted), refused
+
+
+def carried_across(lines: Sequence[Line], tables: Collection[str]) -> str | None:
+    """Why a migration cannot go online when one of its operations rewrites several tables:
+    an `AlterField` of a primary key, whose type Django carries to every column that
+    references it (dropping and adding the foreign keys around them). The rebuild serves
+    one table; between two tables' swaps the keys would be gone. `tables`: the database's
+    tables (a sequence `ALTER SEQUENCE … AS integer` rewrites is not one). Pure."""
+    rewritten: dict[str, list[str]] = {}
+    for line in lines:
+        origin = line.seen.origin or ""
+        if origin[:1].isdigit():
+            for table in line.seen.rewrites:
+                if table in tables and table not in rewritten.setdefault(origin, []):
+                    rewritten[origin].append(table)
+    for origin, tables in rewritten.items():
+        if len(tables) > 1:
+            return (
+                f"operation {origin} rewrites {len(tables)} tables ({', '.join(tables)}): "
+                "Django carries a primary key's type to every column that references it, "
+                "and the rebuild serves one table (the foreign keys would be gone between "
+                "the tables' swaps)"
+            )
+    return None
 
 
 def _backend_refusal(mset: MigrationSet) -> str | None:

@@ -102,7 +102,7 @@ Replan = Callable[[MigrationSet], planner.Plan]
 
 
 def _as_sql(
-    mset: MigrationSet, bill: planner.Plan, sent: Mapping[str, list[str]]
+    mset: MigrationSet, bill: planner.Plan, sent: Mapping[str, list[str]], tables: Collection[str]
 ) -> tuple[MigrationSet, dict[str, str]]:
     """The set with the revisions of `sent` run as SQL where they can be: an Alembic
     revision as its rendered SQL (`alembic_sql`), a Django migration as the SQL its migrate
@@ -110,7 +110,7 @@ def _as_sql(
     if mset.format == "django":
         from queueguard.upgrade.foreign.online import django_sql
 
-        return django_sql.convert(mset, bill, sent)
+        return django_sql.convert(mset, bill, sent, tables)
     from queueguard.upgrade.foreign.online import alembic_sql
 
     return alembic_sql.convert(mset, sent)
@@ -169,7 +169,7 @@ def decide_set(
             if not sent:
                 break
             tried.update(sent)
-            view, refused = _as_sql(mset, bill, sent)
+            view, refused = _as_sql(mset, bill, sent, sizes.keys())
             unrendered.update(refused)
             if view is mset:
                 break
