@@ -126,3 +126,56 @@ def test_a_django_project_on_database_targets_ends_as_upgrade_alone(
     with psycopg.connect(fleeted[1]) as conn:
         rows = conn.execute("SELECT count(*) FROM django_migrations").fetchone()
     assert rows is not None and rows[0] == 11  # every migration, the squash's originals too
+
+
+ONLINE_INDEX = """
+from django.db import migrations, models
+
+
+class Migration(migrations.Migration):
+    dependencies = [("catalog", "0005_product_weight")]
+    operations = [
+        migrations.AddIndex("product", models.Index(fields=["stock"], name="product_stock_idx")),
+        migrations.AlterField("product", "price", models.BigIntegerField()),
+    ]
+"""
+
+
+def test_a_django_project_online_ends_as_upgrade_alone(
+    fleet: Fleet, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`fleet upgrade --online`: the group's forms prepared once, each target's migration run
+    as SQL in them and recorded through Django's fake path, in a runner of its own."""
+    from tests.djangoset.conftest import add_migration, manage
+
+    shop = fleet.root / "shop"
+    shutil.copytree(SHOP, shop, ignore=shutil.ignore_patterns("__pycache__"))
+    fleeted, alone = [], []
+    for i in range(2):
+        for twin in (fleeted, alone):
+            dsn = fleet.database(f"dj{i}_{'f' if twin is fleeted else 'a'}")
+            twin.append(dsn)
+            manage(shop, dsn, "migrate")
+            fleet.sql(dsn, "INSERT INTO catalog_category (name) VALUES ('tools')")
+            fleet.sql(
+                dsn,
+                "INSERT INTO catalog_product (name, category_id, price, sku, stock) SELECT "
+                "'p' || g, (SELECT min(id) FROM catalog_category), g, 's' || g, g % 7 "
+                "FROM generate_series(1, 3000) g",
+            )
+    add_migration(shop, "catalog", "0006_online", ONLINE_INDEX)
+    path = fleet.root / "fleet.toml"
+    path.write_text(
+        "".join(f'[[targets]]\nname = "t{i}"\ndsn = "{d}"\n' for i, d in enumerate(fleeted))
+    )
+    args = ["--migrations", str(shop), "--max-lock", "0ms"]
+    code, _, err = fleet.cli(capsys, "upgrade", "--targets", str(path), *args, "--online")
+    assert code == 0, err
+    assert "proof: 2 statement(s) online" in err
+    for dsn in alone:
+        assert main(["upgrade", "--dsn", dsn, *args, "--force"]) == 0
+    capsys.readouterr()
+    ledger = "SELECT app, name FROM django_migrations ORDER BY app, name"
+    for a, b in zip(fleeted, alone, strict=True):
+        _same(a, b, ledger)
+        assert ("catalog", "0006_online") in fleet.sql(a, ledger)

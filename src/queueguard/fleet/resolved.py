@@ -45,11 +45,6 @@ def resolve(path: Path, migrations: str | None, fmt: str | None, parallel: int =
 
 def refuse_online(fleet: Fleet) -> None:
     """What `--online` cannot do, refused before anything is claimed (exit 2)."""
-    if fleet.mset.format == "django":
-        raise UsageError(
-            "fleet upgrade --online is not available for Django projects yet (docs/django.md, "
-            '"Not yet"): fleet upgrade without --online is'
-        )
     if fleet.mset.format == "queueguard":
         raise UsageError(
             "fleet upgrade --online applies sets of other formats; queueguard's own online "
