@@ -7,6 +7,11 @@ migration with a Python step refuses, nothing changed."""
 from __future__ import annotations
 
 import json
+import os
+import signal
+import subprocess
+import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -215,3 +220,72 @@ def test_a_python_step_and_a_primary_keys_type_refuse_and_change_nothing(
     assert "rewrites 2 tables (catalog_category, catalog_product)" in err
     assert _migrations(mine) == before
     assert _rows(mine, "SELECT to_regclass('product_stock_idx')") == [(None,)]
+
+
+INDEX_THEN_CHECK = """
+from django.db import migrations, models
+
+
+class Migration(migrations.Migration):
+    dependencies = [("catalog", "0005_product_weight")]
+    operations = [
+        migrations.AddIndex("product", models.Index(fields=["stock"], name="product_stock_idx")),
+        migrations.AddConstraint(
+            "product",
+            models.CheckConstraint(condition=models.Q(stock__gte=0), name="stock_not_negative"),
+        ),
+    ]
+"""
+
+
+def _cli(shop: Path, dsn: str) -> subprocess.Popen[bytes]:
+    return subprocess.Popen(
+        [
+            sys.executable, "-c", "from queueguard.cli import main; raise SystemExit(main())",
+            "upgrade", "--migrations", str(shop), "--dsn", dsn, "--online", "--max-lock", "0ms",
+            "--lock-timeout", "60s",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )  # fmt: skip
+
+
+@pytest.mark.slow
+def test_a_killed_online_run_resumes_with_the_sql_it_began_with(
+    shop: Path, make_db: Callable[..., str]
+) -> None:
+    """SIGKILL mid concurrent build: the rerun finishes the build the way it was begun (the
+    migration's SQL kept with its progress row), then the rest, recorded once by Django."""
+    mine, theirs = _twins(shop, make_db)
+    add_migration(shop, "catalog", "0006_index_then_check", INDEX_THEN_CHECK)
+    with psycopg.connect(mine, autocommit=True) as conn, psycopg.connect(mine) as old:
+        old.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+        old.execute("SELECT count(*) FROM catalog_product").fetchone()  # the build waits for it
+        runner = _cli(shop, mine)
+        deadline, building = time.monotonic() + 120, None
+        while building is None and time.monotonic() < deadline and runner.poll() is None:
+            building = conn.execute(
+                "SELECT p.pid FROM pg_stat_progress_create_index p "
+                "JOIN pg_stat_activity a USING (pid) "
+                "WHERE a.application_name LIKE 'queueguard-upgrade online %' "
+                "AND p.datname = current_database()"
+            ).fetchone()
+            time.sleep(0.01)
+        assert building is not None, runner.communicate()
+        os.kill(runner.pid, signal.SIGKILL)
+        runner.wait()
+        kept = conn.execute("SELECT statements FROM queueguard_progress").fetchone()
+        assert kept is not None and "product_stock_idx" in kept[0]
+        rerun = _cli(shop, mine)
+        while conn.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE pid = %s", (building[0],)
+        ).fetchone() == (1,):
+            assert rerun.poll() is None, rerun.communicate()
+            time.sleep(0.02)
+        old.rollback()
+    _, err = rerun.communicate(timeout=180)
+    assert rerun.returncode == 0, err.decode()
+    manage(shop, theirs, "migrate")
+    assert proof.dump_differences(proof.schema_dump(theirs), proof.schema_dump(mine)) == []
+    assert _migrations(mine) == _migrations(theirs)
+    assert _rows(mine, "SELECT to_regclass('queueguard_progress')") == [(None,)]
