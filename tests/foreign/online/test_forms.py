@@ -51,6 +51,8 @@ CREATE TABLE audit (id bigint);
 ALTER TABLE child ADD UNIQUE (a, b);
 ALTER TABLE events ADD PRIMARY KEY (k1, k2);
 ALTER TABLE child ADD CHECK (id > 0), ALTER COLUMN a SET NOT NULL;
+ALTER TABLE child ADD COLUMN owner_id bigint NULL
+    CONSTRAINT child_owner_fk REFERENCES parent (id) DEFERRABLE INITIALLY DEFERRED;
 """,
 }
 
@@ -125,6 +127,8 @@ def test_every_blocking_statement_runs_online_and_ends_where_the_plain_one_ends(
         ("3", 0): [choose.UNIQUE_INDEX],
         ("3", 1): [choose.UNIQUE_INDEX],
         ("3", 2): [choose.NOT_VALID, choose.NOT_NULL],
+        # a column with its foreign key inline (Django's AddField): added bare, then the key
+        ("3", 3): [choose.PLAIN, choose.NOT_VALID],
     }
     assert kinds == {k: v for k, v in expected.items() if k[0] > start}
     assert result.proved and result.report is not None

@@ -119,6 +119,10 @@ def _alter(
         single = ast.AlterTableStmt(
             relation=node.relation, cmds=(cmd,), objtype=node.objtype, missing_ok=node.missing_ok
         )
+        split = _column_references(node, cmd, table)
+        if split:
+            forms += split
+            continue
         found = _subcommand(cmd, table, render(single), created)
         if isinstance(found, NoForm):
             if len(cmds) == 1:
@@ -150,6 +154,63 @@ def _subcommand(
                 return NoForm("an EXCLUDE constraint has no USING INDEX form")
             return Form(UNIQUE_INDEX, table, sql, created, con.conname)
     return NoForm(f"no online form for {_describe(cmd)}")
+
+
+_ATTRIBUTES = {
+    _CON.CONSTR_ATTR_DEFERRABLE: ("deferrable", True),
+    _CON.CONSTR_ATTR_NOT_DEFERRABLE: ("deferrable", False),
+    _CON.CONSTR_ATTR_DEFERRED: ("initdeferred", True),
+    _CON.CONSTR_ATTR_IMMEDIATE: ("initdeferred", False),
+}
+
+
+def _column_references(
+    node: ast.AlterTableStmt, cmd: ast.AlterTableCmd, table: str
+) -> list[Form] | None:
+    """`ADD COLUMN c … REFERENCES t (id)` (Django's `AddField` of a ForeignKey): the column
+    added without the key (brief), then the key as `ADD CONSTRAINT … FOREIGN KEY (c)` — its
+    own name, or the one PostgreSQL gives a column's key, `<table>_<c>_fkey` — through NOT
+    VALID and VALIDATE; inline, the key is checked against every row under ACCESS EXCLUSIVE.
+    None: not such a subcommand."""
+    column = cmd.def_
+    if cmd.subtype != _AT.AT_AddColumn or not isinstance(column, ast.ColumnDef):
+        return None
+    kept: list[ast.Constraint] = []
+    keys: list[ast.Constraint] = []
+    last: ast.Constraint | None = None  # an attribute (DEFERRABLE …) is the one before's
+    for con in column.constraints or ():
+        if con.contype in _ATTRIBUTES and last is not None and last in keys:
+            attr, value = _ATTRIBUTES[con.contype]
+            setattr(last, attr, value)
+            continue
+        if con.contype == _CON.CONSTR_FOREIGN:
+            keys.append(con)
+        else:
+            kept.append(con)
+        if con.contype not in _ATTRIBUTES:
+            last = con
+    cheap = {_CON.CONSTR_NULL, _CON.CONSTR_NOTNULL, _CON.CONSTR_DEFAULT}
+    if not keys or node.relation is None or any(c.contype not in cheap for c in kept):
+        return None  # a UNIQUE or CHECK beside the key would build or scan in the plain part
+    added = ast.ColumnDef(
+        colname=column.colname, typeName=column.typeName, is_local=True,
+        constraints=tuple(kept) or None, collClause=column.collClause,
+    )  # fmt: skip
+    plain = ast.AlterTableStmt(
+        relation=node.relation, objtype=node.objtype,
+        cmds=(ast.AlterTableCmd(subtype=_AT.AT_AddColumn, def_=added, behavior=cmd.behavior,
+                                missing_ok=cmd.missing_ok),),
+    )  # fmt: skip
+    forms = [Form(PLAIN, table, render(plain))]
+    for key in keys:
+        key.fk_attrs = (ast.String(sval=column.colname),)
+        key.initially_valid = True
+        add = ast.AlterTableStmt(
+            relation=node.relation, objtype=node.objtype,
+            cmds=(ast.AlterTableCmd(subtype=_AT.AT_AddConstraint, def_=key),),
+        )  # fmt: skip
+        forms.append(Form(NOT_VALID, table, render(add), name=key.conname))
+    return forms
 
 
 def _describe(cmd: ast.AlterTableCmd) -> str:
