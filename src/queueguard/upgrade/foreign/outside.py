@@ -7,15 +7,16 @@ built again."""
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import pglast
 import psycopg
-from pglast import ast
 from psycopg import sql
 
 from queueguard.pg.sqlfiles import queries
 from queueguard.upgrade.foreign.session import Limits, runner_lock, session_unlock
+
+if TYPE_CHECKING:  # PostgreSQL's parser, imported when a statement runs outside a transaction
+    from pglast import ast
 
 Q = queries("queueguard.upgrade", "foreign.sql")
 NOT_IN_A_TRANSACTION = "25001"
@@ -68,6 +69,9 @@ def run_alone(
 def concurrent_build(statement: str) -> ast.IndexStmt | None:
     """PostgreSQL's parse of a `CREATE [UNIQUE] INDEX CONCURRENTLY` (its `idxname` as the
     catalog spells it, None for a nameless one); None for any other statement."""
+    import pglast
+    from pglast import ast
+
     try:
         parsed = pglast.parse_sql(statement)
     except pglast.parser.ParseError:
