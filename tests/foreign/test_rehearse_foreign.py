@@ -98,3 +98,37 @@ def test_rehearse_of_an_alembic_set_reports_every_statement_it_ran(
     concurrent = doc["statements"][-1]
     assert concurrent["transactional"] is False and concurrent["held_ms"] == concurrent["took_ms"]
     assert concurrent["locks"] == [{"relation": "item", "mode": "ShareUpdateExclusiveLock"}]
+
+
+def test_rehearse_puts_what_the_copy_wrote_beside_plans_wal_and_disk(
+    make_db: Callable[..., str],
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A rewrite of a 100 k-row table: plan's WAL and extra disk at the target's size next to
+    what the copy really wrote (WAL server-wide: other sessions' too, so only the lower side
+    is held; the ratios printed)."""
+    from queueguard.upgrade.foreign import written
+
+    monkeypatch.setattr(written, "SAMPLE_S", 0.005)  # the rewrite's new file lives ~0.3 s
+    folder = tmp_path / "set"
+    folder.mkdir()
+    (folder / "V1__t.sql").write_text(
+        "CREATE TABLE t (id bigint PRIMARY KEY, v int NOT NULL, w text NOT NULL);\n"
+        "INSERT INTO t SELECT g, g, md5(g::text) FROM generate_series(1, 100000) g;"
+    )
+    (folder / "V2__bigint.sql").write_text("ALTER TABLE t ALTER COLUMN v TYPE bigint;")
+    source = make_db()
+    upgrade(sets.load(folder), source, to="1")
+    code = main(["rehearse", "--migrations", str(folder), "--dsn", source, "--json"])
+    doc = json.loads(capsys.readouterr().out)
+    assert code == 0, doc
+    [statement] = doc["statements"]
+    wal, disk = doc["walBytes"], doc["extraDiskBytes"]
+    assert statement["wal_bytes"] == wal["predicted"] > 0
+    assert statement["extra_disk_bytes"] == disk["predicted"] > 0
+    print(f"WAL written/predicted {wal['written'] / wal['predicted']:.2f}, "
+          f"disk peak/predicted {disk['peak'] / disk['predicted']:.2f}")  # fmt: skip
+    assert wal["written"] >= wal["predicted"] / 3
+    assert disk["predicted"] / 3 <= disk["peak"] <= disk["predicted"] * 3

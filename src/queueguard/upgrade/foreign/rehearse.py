@@ -19,17 +19,21 @@ from typing import Any
 from queueguard.pg import scratch
 from queueguard.pg.connect import connection
 from queueguard.pg.scratch import ScratchDatabases
+from queueguard.report.units import size_bytes
 from queueguard.sets import MigrationSet, temporal
-from queueguard.upgrade.foreign import runner
+from queueguard.upgrade.foreign import runner, written
 from queueguard.upgrade.foreign.checks import Check
 from queueguard.upgrade.foreign.data import invariant_rows
 from queueguard.upgrade.foreign.report import Step
 from queueguard.upgrade.foreign.session import Limits
 from queueguard.upgrade.foreign.verify import invariant_check
+from queueguard.upgrade.foreign.written import Written
 from queueguard.upgrade.plan import bill
 from queueguard.upgrade.plan.planner import plan
 from queueguard.upgrade.plan.python_revision import is_introspection
 from queueguard.upgrade.rehearse import copy_database
+
+WAL_BASIS = "the server's insert position around the run: every session's, an upper bound"
 
 
 @dataclass
@@ -45,6 +49,9 @@ class Rehearsed:
     locks: list[tuple[str, str]]
     estimate_ms: float | None
     estimate_held_ms: float | None
+    #: plan's WAL and extra disk for it at the target's size (None: not measured)
+    wal_bytes: int | None = None
+    extra_disk_bytes: int | None = None
 
 
 @dataclass
@@ -59,6 +66,10 @@ class SetRehearsal:
     elapsed_ms: int = 0
     #: a Django database (an applied set, not a position): {app_label: latest applied}
     latest_applied: dict[str, str] | None = None
+    #: plan's WAL and extra disk for the run (the most a revision keeps until its commit)
+    predicted: tuple[int, int] = (0, 0)
+    #: what the run wrote on the copy (`written`)
+    written: Written = field(default_factory=Written)
 
     @property
     def ok(self) -> bool:
@@ -73,6 +84,15 @@ class SetRehearsal:
             "after": None if django else self.after,
             **({"latestApplied": self.latest_applied or {}} if django else {}),
             "elapsed_ms": self.elapsed_ms,
+            "walBytes": {
+                "predicted": self.predicted[0],
+                "written": self.written.wal_bytes,
+                "basis": WAL_BASIS,
+            },
+            "extraDiskBytes": {
+                "predicted": self.predicted[1],
+                "peak": self.written.peak_extra_disk_bytes,
+            },
             "ok": self.ok,
             "checks": [check.document() for check in self.checks],
             "statements": [
@@ -88,6 +108,8 @@ class SetRehearsal:
                     "estimate_held_ms": None
                     if s.estimate_held_ms is None
                     else round(s.estimate_held_ms, 1),
+                    "wal_bytes": s.wal_bytes,
+                    "extra_disk_bytes": s.extra_disk_bytes,
                 }
                 for s in self.statements
             ],
@@ -122,9 +144,13 @@ def rehearse(
         if mset.format == "temporal":
             _rekey_temporal(copy, scratch.dbname_of(source_dsn))
         before = invariant_rows(copy, invariants) if invariants else {}
-        report = runner.upgrade(mset, copy, to=to, limits=limits, on_step=steps.append)
+        with written.measured(copy) as wrote:
+            report = runner.upgrade(mset, copy, to=to, limits=limits, on_step=steps.append)
         after = invariant_rows(copy, invariants) if invariants else {}
     result = SetRehearsal(mset.format, method, report.before, report.after)
+    result.written = wrote
+    doc = bill_.document()
+    result.predicted = (int(doc["walBytes"]), int(doc["extraDiskBytes"]))
     result.latest_applied = report.latest_applied
     subject = f"the copy of {scratch.dbname_of(source_dsn)}"
     result.checks = [invariant_check(n, subject, before[n], after[n]) for n in before]
@@ -144,6 +170,8 @@ def rehearse(
                 locks=line.seen.locks if line else [],
                 estimate_ms=line.estimate_ms if line else None,
                 estimate_held_ms=line.held_ms if line else None,
+                wal_bytes=line.wal_bytes if line else None,
+                extra_disk_bytes=line.extra_disk_bytes if line else None,
             )
         )
     result.elapsed_ms = int((time.monotonic() - started) * 1000)
@@ -177,19 +205,26 @@ def render_text(result: SetRehearsal) -> str:
     w = max([9, *(len(s.revision) for s in result.statements)])
     lines = [
         f"rehearsed ({result.format}) on a {result.method} copy: {where} in {result.elapsed_ms} ms",
-        f"  {'revision':>{w}} {'#':>3} {'took':>9} {'held':>9} {'plan said':>10}  "
-        "statement / locks",
+        f"  {'revision':>{w}} {'#':>3} {'took':>9} {'held':>9} {'plan said':>10} "
+        f"{'plan WAL':>9}  statement / locks",
     ]
     for s in result.statements:
         said = "-" if s.estimate_ms is None else f"{s.estimate_ms:.0f} ms"
         text = " ".join(s.sql.split())
+        wal = "-" if s.wal_bytes is None else size_bytes(s.wal_bytes)
         lines.append(
             f"  {s.revision:>{w}} {s.index + 1:>3} {s.took_ms:>6.0f} ms {s.held_ms:>6.0f} ms "
-            f"{said:>10}  {text[:60]}"
+            f"{said:>10} {wal:>9}  {text[:60]}"
         )
         if s.locks:
             held = ", ".join(f"{r} {m}" for r, m in s.locks)
-            lines.append(f"  {'':>{w}} {'':>3} {'':>9} {'':>9} {'':>10}  {held}")
+            lines.append(f"  {'':>{w}} {'':>3} {'':>9} {'':>9} {'':>10} {'':>9}  {held}")
+    lines.append(
+        f"  WAL: plan said {size_bytes(result.predicted[0])}, the copy's server wrote "
+        f"{size_bytes(result.written.wal_bytes)} (every session's: an upper bound); extra "
+        f"disk: plan said {size_bytes(result.predicted[1])}, peak "
+        f"{size_bytes(result.written.peak_extra_disk_bytes)}"
+    )
     for check in result.checks:
         lines.append(f"{'ok  ' if check.ok else 'FAIL'} invariant {check.subject}: {check.detail}")
         lines.extend(f"       {problem}" for problem in check.problems)

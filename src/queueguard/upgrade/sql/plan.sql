@@ -132,3 +132,7 @@ WHERE c.oid::regclass::text = ANY(%(names)s)
   -- an index whose table is named already is in that table's total
   AND NOT (c.relkind = 'i' AND (SELECT i.indrelid::regclass::text FROM pg_index i
                                 WHERE i.indexrelid = c.oid) = ANY(%(names)s));
+
+-- name: database_bytes
+-- A database's relation files (what a rewrite or a build adds until its commit).
+SELECT pg_database_size(current_database());
