@@ -143,7 +143,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
 def _online_bill(args: argparse.Namespace, mset: Any, result: Any) -> tuple[list[Any], str]:
     """`plan --online`: the statements over the budget, their forms, locks, disk, time."""
     from queueguard.pg.targets import parse_duration_ms
-    from queueguard.upgrade.foreign.online import bill
+    from queueguard.upgrade.foreign.online import bill, choose
     from queueguard.upgrade.foreign.online.upgrade import DEFAULT_BUDGET_MS, decisions_of
     from queueguard.upgrade.plan import sample
 
@@ -152,5 +152,8 @@ def _online_bill(args: argparse.Namespace, mset: Any, result: Any) -> tuple[list
     decisions = decisions_of(mset, dsn, result, budget)
     with sample.read_only(dsn) as conn:
         sizes = sample.sizes(conn)
-    rows = [bill.row(d, sizes) for d in decisions]
+    rebuilds = any(f.kind == choose.REBUILD for d in decisions for f in d.forms or ())
+    # the writers' rate, for a rebuild's change log (only read; only when one rebuilds)
+    rates = sample.write_rates(dsn, bill.WRITE_WINDOW_S) if rebuilds else {}
+    rows = [bill.row(d, sizes, rates) for d in decisions]
     return rows, bill.render(rows, budget)

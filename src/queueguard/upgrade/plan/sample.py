@@ -43,6 +43,19 @@ def read_only(dsn: str) -> Iterator[psycopg.Connection[Any]]:
         conn.close()
 
 
+def write_rates(dsn: str, seconds: float) -> dict[str, float]:
+    """{table: rows the writers change a second}, from the target's statistics read
+    `seconds` apart (only read; a backend publishes its counts at its commits, at most once a
+    second, so a window of a few seconds is needed)."""
+    import time
+
+    with connection(dsn, autocommit=True) as conn:
+        first = dict(conn.execute(Q["write_counts"]).fetchall())
+        time.sleep(seconds)
+        second = dict(conn.execute(Q["write_counts"]).fetchall())
+    return {t: (n - first.get(t, n)) / seconds for t, n in second.items() if n > first.get(t, n)}
+
+
 def sizes(conn: psycopg.Connection[Any], leave_out: Sequence[str] = ()) -> dict[str, Size]:
     """The tables' sizes by name (as `conn`'s search_path names them), `leave_out`'s schemas
     not read."""

@@ -136,3 +136,8 @@ WHERE c.oid::regclass::text = ANY(%(names)s)
 -- name: database_bytes
 -- A database's relation files (what a rewrite or a build adds until its commit).
 SELECT pg_database_size(current_database());
+
+-- name: write_counts
+-- Rows inserted, updated and deleted in each table since the statistics were reset: read
+-- twice, a few seconds apart, the writers' rate (`plan --online`'s change log).
+SELECT relid::regclass::text, n_tup_ins + n_tup_upd + n_tup_del FROM pg_stat_user_tables;
