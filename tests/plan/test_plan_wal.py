@@ -4,6 +4,7 @@ it (generous bounds: the ratios are printed)."""
 
 from __future__ import annotations
 
+import shutil
 from collections.abc import Callable
 from pathlib import Path
 
@@ -86,3 +87,50 @@ def test_an_index_named_with_its_table_is_counted_once(make_db: Callable[..., st
         assert new_files(conn, ["t", "t_pkey"]) == new_files(conn, ["t"]) == total[0]
         index = conn.execute("SELECT pg_relation_size('t_pkey')").fetchone()
         assert index is not None and new_files(conn, ["t_pkey"]) == index[0]
+
+
+REVISION = """
+from alembic import op
+
+revision = "{rid}"
+down_revision = {down}
+
+
+def upgrade() -> None:
+    op.execute("{sql}")
+"""
+
+
+def test_a_python_revisions_statements_are_billed_wal_and_disk_too(
+    tmp_path: Path, make_db: Callable[..., str], pg_admin_dsn: str
+) -> None:
+    """The same statements sent by Alembic revisions (through env.py, in one transaction):
+    WAL read from the server's insert position around each (an upper bound: other sessions
+    write too, so only the lower side is held), new files read before the commit."""
+    project = tmp_path / "project"
+    shutil.copytree(Path(__file__).parents[1] / "sets" / "data" / "alembic_plain", project)
+    versions = project / "migrations" / "versions"
+    for old in versions.glob("*.py"):
+        old.unlink()
+    down = None
+    for rid, statement in STATEMENTS.items():
+        body = REVISION.format(rid=f"r{rid}", down=repr(down), sql=statement)
+        (versions / f"r{rid}.py").write_text(body)
+        down = f"r{rid}"
+    target = make_db()
+    with psycopg.connect(target, autocommit=True) as conn:
+        conn.execute(TARGET)  # type: ignore[arg-type]
+        conn.execute("VACUUM (FREEZE, ANALYZE)")
+    copy = make_db(template=scratch.dbname_of(target))
+    doc = plan(
+        sets.load(project, "alembic"), target, scratch_admin=pg_admin_dsn, sample_rows=SAMPLE
+    ).document()
+    real = _real(copy)
+    billed = {r["id"]: r["statements"][0] for r in doc["revisions"]}
+    for rid in ("0001", "0002"):
+        line = billed[f"r{rid}"]
+        assert line["wal_basis"] == "upper bound, server-wide"
+        print(f"{rid}: WAL {line['wal_bytes']} vs {real[rid][0]}, "
+              f"disk {line['extra_disk_bytes']} vs {real[rid][1]}")  # fmt: skip
+        assert line["wal_bytes"] >= real[rid][0] / 2
+        assert 0.5 <= line["extra_disk_bytes"] / real[rid][1] <= 2

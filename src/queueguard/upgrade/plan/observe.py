@@ -48,6 +48,9 @@ class State:
     locks: frozenset[tuple[int, str]]
     relations: dict[int, Relation]
     scans: dict[int, int]
+    #: the server's WAL insert position (a statement inside a transaction cannot have its
+    #: session's own WAL read: its counters are published at the transaction's end)
+    wal: int | None = None
 
 
 @dataclass
@@ -63,8 +66,8 @@ class Observation:
     rewrites: list[str] = field(default_factory=list)
     scans: list[str] = field(default_factory=list)
     error: str | None = None
-    #: WAL it wrote on the sample (`wal_own`: its session's alone, else the server's); None:
-    #: not measured (a Python revision's statements run inside its env.py)
+    #: WAL it wrote on the sample (`wal_own`: its session's alone, else the server's insert
+    #: position around it: every session's); None: not measured
     wal_bytes: int | None = None
     wal_own: bool = False
     #: the new relation files it left on the sample (what it rewrote and created)
@@ -82,13 +85,14 @@ def state(conn: psycopg.Connection[Any]) -> State:
     """The session's locks, relations and scans, read in one round trip (a pipeline: the
     three queries are sent together; it is read around every statement a plan watches)."""
     with conn.pipeline():
-        locks_c, scans_c, rels_c = (
-            conn.execute(Q[q]) for q in ("own_locks", "xact_scans", "relations")
+        locks_c, scans_c, rels_c, wal_c = (
+            conn.execute(Q[q]) for q in ("own_locks", "xact_scans", "relations", "server_wal")
         )
     locks = frozenset((r[0], r[1]) for r in locks_c.fetchall())
     scans = {r[0]: r[1] for r in scans_c.fetchall()}
     rels = {r[0]: Relation(r[0], r[1], r[2], r[3], r[4]) for r in rels_c.fetchall()}
-    return State(locks, rels, scans)
+    wal = wal_c.fetchone()
+    return State(locks, rels, scans, int(wal[0]) if wal and wal[0] is not None else None)
 
 
 #: pg_locks' mode names, weakest first
@@ -153,6 +157,11 @@ def diff(sql_text: str, before: State, after: State, seconds: float) -> Observat
         created=created,
         rewrites=sorted(rewrites),
         scans=sorted(set(scanned)),
+        wal_bytes=(
+            max(0, after.wal - before.wal)
+            if after.wal is not None and before.wal is not None
+            else None
+        ),
     )
 
 

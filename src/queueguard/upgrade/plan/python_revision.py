@@ -37,6 +37,7 @@ from queueguard.upgrade.plan.observe import (
     Relation,
     State,
     diff,
+    new_files,
     relations,
     state,
 )
@@ -113,8 +114,10 @@ class _Watcher:
             return execute()
         outside: tuple[OutsideWatch, dict[int, Relation]] | None = None
         before: State | None = None
+        wal = 0
         if conn.autocommit:
             rels = relations(conn)
+            wal = _server_wal(conn)
             outside = (OutsideWatch(self.dsn, conn.info.backend_pid, rels), rels)
         else:
             before = state(conn)
@@ -128,18 +131,28 @@ class _Watcher:
         if outside is not None:
             watch, rels = outside
             after = relations(conn)
-            self.keep(
-                Observation(
-                    sql=sql,
-                    transactional=False,
-                    seconds=max(0.0, seconds - watch.waited_s),
-                    locks=watch.finish(),
-                    created=sorted(r.name for oid, r in after.items() if oid not in rels),
-                )
+            seen = Observation(
+                sql=sql,
+                transactional=False,
+                seconds=max(0.0, seconds - watch.waited_s),
+                locks=watch.finish(),
+                created=sorted(r.name for oid, r in after.items() if oid not in rels),
+                wal_bytes=max(0, _server_wal(conn) - wal),
             )
         elif before is not None:
-            self.keep(diff(sql, before, state(conn), seconds))
+            seen = diff(sql, before, state(conn), seconds)
+        else:
+            return result
+        # its new relation files, read while they are there (before the commit)
+        changed = [*seen.rewrites, *seen.created]
+        seen.disk_bytes = new_files(conn, changed) if changed else 0
+        self.keep(seen)
         return result
+
+
+def _server_wal(conn: Any) -> int:
+    row = conn.execute(Q["server_wal"]).fetchone()
+    return int(row[0]) if row and row[0] is not None else 0
 
 
 def traced(mset: MigrationSet, dsn: str, revisions: Sequence[Revision]) -> list[Traced]:
