@@ -2,8 +2,9 @@
 
     python -m bench.migration.wal_estimate --rows 100000
 
-Builds the migration benchmark's v0.3 database, reads the estimate, upgrades, and measures
-pg_current_wal_lsn() around the upgrade on the shared scratch server.
+Builds the migration benchmark's v0.3 database, reads preflight's estimate and plan's (004
+observed on a scratch sample and scaled), upgrades, and measures pg_current_wal_lsn() around
+the upgrade on the shared scratch server.
 """
 
 from __future__ import annotations
@@ -22,10 +23,13 @@ def main() -> None:
     args = parser.parse_args()
     with ScratchDatabases(server_dsn(), prefix="qg_wal") as databases:
         dsn = build_v3(databases, args.rows, args.queues)
-        run = measure(dsn)
+        run = measure(dsn, planned=True)
+    planned = run.planned_bytes or 0
     print(
-        f"rows {run.rows:,}: estimated {run.estimated_bytes / 2**20:.1f} MiB, written "
-        f"{run.written_bytes / 2**20:.1f} MiB, ratio written/estimated {run.ratio:.2f}"
+        f"rows {run.rows:,}: preflight estimated {run.estimated_bytes / 2**20:.1f} MiB, plan "
+        f"{planned / 2**20:.1f} MiB, written {run.written_bytes / 2**20:.1f} MiB; written / "
+        f"preflight {run.ratio:.2f}, written / plan "
+        f"{run.written_bytes / planned if planned else float('nan'):.2f}"
     )
 
 

@@ -1,8 +1,10 @@
-"""How much WAL an upgrade really writes, next to preflight's `estimate.wal`."""
+"""How much WAL an upgrade really writes, next to preflight's `estimate.wal` (a rule: 16 × heap
+and index) and `plan`'s (004's statements observed on a sample, scaled to the table)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 
 from queueguard.pg.connect import connection
 from queueguard.upgrade.preflight import preflight
@@ -14,6 +16,8 @@ class WalRun:
     rows: int
     estimated_bytes: int
     written_bytes: int
+    #: plan's walBytes for the run (None: not asked)
+    planned_bytes: int | None = None
 
     @property
     def ratio(self) -> float:
@@ -28,9 +32,17 @@ def _lsn(dsn: str) -> str:
     return str(row[0])
 
 
-def measure(dsn: str) -> WalRun:
-    """Preflight's estimate, then the upgrade with the server's WAL position around it (the
-    server's other traffic counts too: run it on a quiet server)."""
+def measure(dsn: str, *, planned: bool = False) -> WalRun:
+    """Preflight's estimate (and `planned`: plan's, made on a scratch sample), then the
+    upgrade with the server's WAL position around it (the server's other traffic counts too:
+    run it on a quiet server)."""
+    bill = None
+    if planned:
+        from queueguard import sets
+        from queueguard.resources import migrations_dir
+        from queueguard.upgrade.plan.planner import plan
+
+        bill = plan(sets.load(Path(str(migrations_dir())), "queueguard"), dsn).document()
     report = preflight(dsn)
     wal = next(f for f in report.findings if f.code == "estimate.wal")
     before = _lsn(dsn)
@@ -39,4 +51,9 @@ def measure(dsn: str) -> WalRun:
     with connection(dsn, autocommit=True) as conn:
         row = conn.execute("SELECT pg_wal_lsn_diff(%s, %s)::bigint", (after, before)).fetchone()
     assert row is not None
-    return WalRun(wal.count, int(wal.samples[0]["bytes"]), int(row[0]))
+    return WalRun(
+        wal.count,
+        int(wal.samples[0]["bytes"]),
+        int(row[0]),
+        None if bill is None else int(bill["walBytes"]),
+    )
