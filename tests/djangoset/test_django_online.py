@@ -19,6 +19,8 @@ import psycopg
 import pytest
 
 from queueguard.cli import main
+from queueguard.sets import load
+from queueguard.upgrade.foreign import progress
 from queueguard.upgrade.foreign.online import proof
 from tests.djangoset.conftest import add_migration, manage
 
@@ -77,6 +79,16 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
     dependencies = [("catalog", "0006_backfill")]
     operations = [migrations.AlterField("category", "id", models.AutoField(primary_key=True))]
+"""
+
+
+RENAME = """
+from django.db import migrations
+
+
+class Migration(migrations.Migration):
+    dependencies = [("catalog", "0007_category_id")]
+    operations = [migrations.RenameModel("Category", "Shelf")]
 """
 
 
@@ -210,6 +222,7 @@ def test_a_python_step_and_a_primary_keys_type_refuse_and_change_nothing(
     _fill(mine)
     add_migration(shop, "catalog", "0006_backfill", BACKFILL)
     add_migration(shop, "catalog", "0007_category_id", PRIMARY_KEY)
+    add_migration(shop, "catalog", "0008_rename", RENAME)
     before = _migrations(mine)
     argv = ["upgrade", "--migrations", str(shop), "--dsn", mine, "--max-lock", "0ms"]
     assert main([*argv, "--online"]) == 1
@@ -218,8 +231,17 @@ def test_a_python_step_and_a_primary_keys_type_refuse_and_change_nothing(
     # Django carries the key's type to catalog_product.category_id: two tables, one rebuild
     assert "catalog.0007_category_id" in err
     assert "rewrites 2 tables (catalog_category, catalog_product)" in err
+    # contenttypes' pre_migrate adds a RenameContentType (a RunPython) after a RenameModel
+    assert "catalog.0008_rename" in err and "RenameContentType, a Python step" in err
     assert _migrations(mine) == before
     assert _rows(mine, "SELECT to_regclass('product_stock_idx')") == [(None,)]
+    # a migration a killed online run left part applied: Django's migrate is not let at it
+    with psycopg.connect(mine) as conn:
+        progress.write(conn, load(shop, "django").get("catalog.0006_backfill"), 1)
+        conn.commit()
+    assert main(argv[:5]) == 1
+    assert "left part applied by an `upgrade --online` run" in capsys.readouterr().err
+    assert _migrations(mine) == before
 
 
 INDEX_THEN_CHECK = """

@@ -388,3 +388,23 @@ def test_a_long_transaction_delays_a_concurrent_build_in_its_own_database_only(
     with psycopg.connect(target) as conn:
         index.run(Context(conn, limits), form)
     assert valid() == (True,)
+
+
+def test_a_key_inline_is_split_only_where_it_can_be_as_written() -> None:
+    """A named key beside a plain column: the column bare, then the key NOT VALID (INITIALLY
+    DEFERRED keeps the key deferrable); a nameless key (its name would be asked of PostgreSQL
+    before the column exists) and ADD COLUMN IF NOT EXISTS are not split."""
+    forms = choose.choose(
+        "ALTER TABLE t ADD COLUMN c bigint CONSTRAINT k REFERENCES r (id) INITIALLY DEFERRED",
+        rewrites=False,
+    )
+    assert isinstance(forms, list)
+    assert [f.kind for f in forms] == [choose.PLAIN, choose.NOT_VALID]
+    assert forms[0].sql == "ALTER TABLE t ADD COLUMN c bigint"
+    assert "DEFERRABLE INITIALLY DEFERRED" in forms[1].sql and forms[1].name == "k"
+    for sql in (
+        "ALTER TABLE t ADD COLUMN c bigint REFERENCES r (id)",
+        "ALTER TABLE t ADD COLUMN IF NOT EXISTS c bigint CONSTRAINT k REFERENCES r (id)",
+        "ALTER TABLE t ADD COLUMN c bigint UNIQUE CONSTRAINT k REFERENCES r (id)",
+    ):
+        assert isinstance(choose.choose(sql, rewrites=False), choose.NoForm), sql

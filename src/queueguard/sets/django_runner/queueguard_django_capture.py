@@ -47,7 +47,16 @@ class Capture:
             self.atomic = bool(migration.atomic)
             self.phase = "migration"
             self._attribute(migration)
-            self._progress(ev="start", id=self.migration, fake=bool(fake))
+            from django.db.migrations import RunPython
+
+            # its Python steps as they run: pre_migrate handlers add some (contenttypes'
+            # RenameContentType after a RenameModel)
+            python = [
+                f"{i + 1}: {type(op).__name__}"
+                for i, op in enumerate(migration.operations)
+                if isinstance(op, RunPython)
+            ]
+            self._progress(ev="start", id=self.migration, fake=bool(fake), python=python)
         elif action == "apply_success":
             self._progress(ev="applied", id=self.migration, fake=bool(fake))
             self.migration, self.op, self.phase = None, None, "between"
@@ -441,12 +450,10 @@ def record(channel, connection, key):
     the executor's `record_migration` records (each name a squash replaces, else its own)
     and then, as `migrate` completes a squash all of whose originals are applied, the
     squash. The recorder's INSERT is compiled by Django's ORM and not run here: queueguard
-    runs it in the migration's last transaction. A naive `applied` (USE_TZ = False) is
-    given the default time zone, as Django's connection would read it."""
+    runs it in the migration's last transaction."""
     from django.db.migrations.loader import MigrationLoader
     from django.db.migrations.recorder import MigrationRecorder
     from django.db.models.sql import InsertQuery
-    from django.utils import timezone
 
     recorder = MigrationRecorder(connection)
     recorder.ensure_schema()  # as migrate does before its first migration
@@ -460,17 +467,19 @@ def record(channel, connection, key):
             names.append(squash)
             applied.add(squash)
     model = recorder.Migration
-    query = InsertQuery(model)
     fields = [f for f in model._meta.concrete_fields if not f.primary_key]
-    query.insert_values(fields, [model(app=app, name=name) for app, name in names])
     statements = []
-    for sql, params in query.get_compiler(connection=connection).as_sql():
-        values = []
-        for value in params:
-            if hasattr(value, "tzinfo") and hasattr(value, "isoformat"):
-                if timezone.is_naive(value):
-                    value = timezone.make_aware(value, timezone.get_default_timezone())
-                value = value.isoformat()
-            values.append(value)
-        statements.append([sql, values])
+    for app, name in names:  # one INSERT a name, as record_applied writes it
+        query = InsertQuery(model)
+        query.insert_values(fields, [model(app=app, name=name)])
+        for sql, params in query.get_compiler(connection=connection).as_sql():
+            statements.append([sql, [_aware(value) for value in params]])
     channel.send(ev="record", statements=statements, names=[_key(n) for n in names])
+
+
+def _aware(value):
+    """A datetime as text with its offset: a naive one (USE_TZ = False) in the process's time
+    zone, which Django set to TIME_ZONE, as its connection would read it."""
+    if hasattr(value, "tzinfo") and hasattr(value, "isoformat") and hasattr(value, "hour"):
+        return (value if value.tzinfo is not None else value.astimezone()).isoformat()
+    return value

@@ -16,6 +16,7 @@ that ends with a migration applied as SQL is followed by a `migrate` that applie
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import replace
@@ -25,7 +26,7 @@ from queueguard.errors import MigrationError
 from queueguard.sets import MigrationSet
 from queueguard.sets import django as django_format
 from queueguard.sets.django_process import Runner
-from queueguard.sets.model import stretches
+from queueguard.sets.model import heads_of, stretches
 from queueguard.upgrade.foreign import django_upgrade
 from queueguard.upgrade.foreign.report import SetUpgradeReport, Step
 from queueguard.upgrade.foreign.session import Limits
@@ -34,16 +35,18 @@ RunSql = Callable[[MigrationSet, str], SetUpgradeReport]
 
 
 def recording(mset: MigrationSet, revision_id: str, runner: Runner) -> MigrationSet:
-    """The set with the migration's fake path asked of `runner` (pointed at the target)."""
+    """The set with the migration's fake path compiled by `runner` (pointed at the target)
+    now, before its SQL runs: compiled inside its last transaction, the round trip to the
+    project's process would lengthen every lock that transaction holds."""
+    found = runner.ask("record", id=revision_id)
+    if found.get("ev") != "record":
+        raise MigrationError(
+            f"Django's recorder could not compile the record of {revision_id}: {found.get('error')}"
+        )
+    compiled = [(str(sql), list(params)) for sql, params in found["statements"]]
 
     def statements() -> list[tuple[str, list[Any]]]:
-        found = runner.ask("record", id=revision_id)
-        if found.get("ev") != "record":
-            raise MigrationError(
-                f"Django's recorder could not compile the record of {revision_id}: "
-                f"{found.get('error')}"
-            )
-        return [(str(sql), list(params)) for sql, params in found["statements"]]
+        return compiled
 
     revisions = tuple(
         replace(r, native={**r.native, django_format.RECORD: statements})
@@ -73,28 +76,41 @@ def upgrade_in_parts(
     limits: Limits,
     on_step: Callable[[Step], None] | None,
     run_sql: RunSql,
+    stop: Callable[[], bool] | None = None,
+    cancelled: threading.Event | None = None,
 ) -> SetUpgradeReport:
+    """`stop`: asked before each part after the first (`fleet`); the runner lock is taken by
+    each part and let go between them, as between two `upgrade` runs."""
     started = time.monotonic()
     before = django_format.current(mset, dsn)
     report = SetUpgradeReport(mset.format, target, before)
     parts = stretches(mset.pending(before, target) if target is not None else [])
     graph = django_format.graph_of(mset)
+    signalled = False
     for n, part in enumerate(parts):
+        if n and stop is not None and stop():
+            signalled = True  # stopped: the rest, and its signal, are a later run's
+            break
         last = n == len(parts) - 1
         if part[0].statements is None:
             done = django_upgrade.upgrade(
-                mset, dsn, target, limits, on_step, part=part, post_migrate=last
+                mset, dsn, target, limits, on_step, cancelled, part=part, post_migrate=last
             )
+            signalled = last
         else:
             with graph.borrow(dsn) as runner:
                 done = run_sql(recording(mset, part[0].id, runner), part[0].id)
-            if last:  # post_migrate, as the plain run's end sends it
-                django_upgrade.upgrade(mset, dsn, target, limits, part=part)
         report.applied += done.applied
         report.skipped += done.skipped
         report.resumed += done.resumed
         report.notes += done.notes
         report.lock_waits += done.lock_waits
+    if not signalled and target is not None:
+        # post_migrate, as the plain run's end sends it: after a last part run as SQL, and
+        # after a rerun that only finished what a killed run left (its earlier parts sent
+        # none): a migrate that applies nothing
+        ends = [mset.get(rid) for rid in heads_of(target) if rid in mset.ids]
+        django_upgrade.upgrade(mset, dsn, target, limits, cancelled=cancelled, part=ends)
     report.after = django_format.current(mset, dsn)
     report.latest_applied = django_format.latest_applied(mset, report.after)
     report.elapsed_ms = int((time.monotonic() - started) * 1000)

@@ -23,11 +23,13 @@ from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
-from queueguard.errors import LockTimeout, MigrationError, UsageError
+from queueguard.errors import HalfApplied, LockTimeout, MigrationError, UsageError
+from queueguard.pg.connect import connection
 from queueguard.sets import MigrationSet, Revision
 from queueguard.sets import django as django_format
 from queueguard.sets.django_process import Runner
 from queueguard.sets.model import state_of
+from queueguard.upgrade.foreign import progress
 from queueguard.upgrade.foreign.report import SetUpgradeReport, Step
 from queueguard.upgrade.foreign.session import Limits, runner_session
 from queueguard.upgrade.ladder import RETRY_GROWTH, RETRY_SLEEP_S
@@ -93,6 +95,7 @@ def upgrade(
         if part is not None:
             ids = {r.id for r in part}
             pending = [r for r in pending if r.id in ids]
+        _refuse_left_online(dsn, pending)
         if pending or part:
             refuse_custom(runner)
             targets = django_format.migrate_targets(mset, pending or list(part or ()))
@@ -102,6 +105,24 @@ def upgrade(
         report.latest_applied = django_format.latest_applied(mset, report.after)
         report.elapsed_ms = int((time.monotonic() - started) * 1000)
         return report
+
+
+def _refuse_left_online(dsn: str, pending: Sequence[Revision]) -> None:
+    """A migration a killed `upgrade --online` left part applied (its progress row): Django's
+    migrate would run it again from its start over what is there (a built index, a NOT VALID
+    key, a rebuild's shadow)."""
+    if not pending:
+        return
+    with connection(dsn) as conn:
+        rows = progress.read(conn)
+        conn.rollback()
+    left = [r.id for r in pending if r.id in rows]
+    if left:
+        raise HalfApplied(
+            f"migration {left[0]} was left part applied by an `upgrade --online` run "
+            "(queueguard_progress): rerun `upgrade --online` to finish it the way it began, or "
+            "`upgrade --online --phase abort` to undo it; nothing was changed"
+        )
 
 
 @contextmanager

@@ -20,8 +20,11 @@ Q = queries("queueguard.upgrade", "foreign.sql")
 
 def checksum(revision: Revision) -> str:
     """What a progress row pins: the revision's statements (a resumed revision whose files
-    changed meanwhile is refused)."""
+    changed meanwhile is refused) — and, for statements a run captured (kept in the row, so
+    always the same), the digest of the file they came from."""
     text = "\x00".join(revision.statements or ())
+    if revision.native.get(CAPTURED):
+        text = f"{revision.checksum}\x00{text}"
     return hashlib.sha256(text.encode()).hexdigest()
 
 

@@ -92,7 +92,8 @@ def upgrade(
 
         return django_online.upgrade_in_parts(
             mset, dsn, target, limits, on_step,
-            lambda view, end: _upgrade_sql(view, dsn, end, limits, on_step, online, stop),
+            lambda view, end: _upgrade_sql(view, dsn, end, limits, on_step, online),
+            stop, cancelled,
         )  # fmt: skip
     if mset.format == "alembic":  # imported here: Alembic and SQLAlchemy cost a second
         from queueguard.upgrade.foreign import alembic_runner
@@ -227,7 +228,7 @@ def _attempt(
     last = max((i for i, s in enumerate(statements) if not is_transaction_control(s)), default=-1)
     begin(conn, limits, timeout)
     at = bookkeeping.current(mset, conn)
-    if at != previous and not (previous is None and at in (None, temporal.INITIAL_VERSION)):
+    if not _unmoved(mset, rev, at, previous):
         conn.rollback()
         return False  # another runner moved the version under the runner lock
     running: list[Step] = []  # this transaction's statements: held until its commit
@@ -303,8 +304,22 @@ def _still_mine(
     next revision transaction the runner lock was free: the version and the progress row
     must be as this runner left them, or another runner has resumed the revision."""
     at = bookkeeping.current(mset, conn)
-    unmoved = at == previous or (previous is None and at in (None, temporal.INITIAL_VERSION))
+    unmoved = _unmoved(mset, rev, at, previous)
     return unmoved and progress.read(conn).get(rev.id, (None, ""))[0] == index
+
+
+def _unmoved(mset: MigrationSet, rev: Revision, at: str | None, previous: str | None) -> bool:
+    """The version is where this runner read it, under the runner lock (else another runner
+    applied the revision meanwhile). A Django database's state is its applied set, in which
+    other apps' rows may come and go: there, the migration (and what it replaces) is still
+    unrecorded."""
+    if mset.format == "django":
+        from queueguard.sets.django import REPLACES
+        from queueguard.sets.model import heads_of
+
+        applied = set(heads_of(at))
+        return not ({rev.id, *rev.native.get(REPLACES, ())} & applied)
+    return at == previous or (previous is None and at in (None, temporal.INITIAL_VERSION))
 
 
 def _commit(

@@ -101,6 +101,8 @@ class Migration:
     #: why it is opaque (empty: its statements are all known)
     opaque: list[str] = field(default_factory=list)
     seconds: float = 0.0
+    #: its Python steps as they ran ("N: Kind"; a pre_migrate handler may add some)
+    python: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -135,6 +137,7 @@ def unexplained(
     )
 
 
+_SAVEPOINT = re.compile(r"^\s*(SAVEPOINT|RELEASE|ROLLBACK\s+TO)\b", re.I)
 _CONCURRENT = re.compile(
     r"^\s*CREATE\s+(?:UNIQUE\s+)?INDEX\s+CONCURRENTLY\s+(IF\s+NOT\s+EXISTS\s+)?(\S+)", re.I
 )
@@ -184,18 +187,26 @@ def as_sql(revision: Revision, migration: Migration, traced: Traced) -> tuple[st
     is not on the bill (a `SET`: its effect on the session would not be carried). Pure."""
     if migration.opaque:
         return f"it is opaque ({migration.opaque[0]})"
-    for n, op in enumerate(revision.native.get(django_format.OPERATIONS, ()), start=1):
-        if op.get("python"):
-            return (
-                f"operation {n} is {op.get('kind')}, a Python step: its statements depend on "
-                "what it reads, and queueguard does not rewrite Python"
-            )
+    declared = [
+        f"{n}: {op.get('kind')}"
+        for n, op in enumerate(revision.native.get(django_format.OPERATIONS, ()), start=1)
+        if op.get("python")
+    ]
+    steps = [*declared, *migration.python]
+    if steps:
+        n, _, kind = steps[0].partition(": ")
+        return (
+            f"operation {n} is {kind}, a Python step: its statements depend on what it reads, "
+            "and queueguard does not rewrite Python"
+        )
     lines = [seen.sql for seen in traced.seen]
     at = 0
     for statement in migration.statements:
         sql = str(statement["sql"])
         if statement.get("origin") == "bookkeeping":
             continue
+        if _SAVEPOINT.match(sql):  # an atomic block of Django's own inside the migration
+            return f"it runs `{_short(sql)}`: an atomic block of its own, which its SQL cannot"
         if at < len(lines) and lines[at] == sql:
             at += 1
         elif not is_introspection(sql):
@@ -234,6 +245,7 @@ def capture(mset: MigrationSet, dsn: str, revisions: Sequence[Revision]) -> Capt
             if kind == "start":
                 runner.running = event["id"]
                 current = found.migrations[event["id"]] = Migration(event["id"])
+                current.python = list(event.get("python") or [])
                 found.traced.append(Traced(by_id[event["id"]], [], sizes, dict(indexes)))
                 watcher.seen = found.traced[-1].seen
                 started = time.perf_counter()

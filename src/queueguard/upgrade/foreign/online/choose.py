@@ -8,6 +8,7 @@ statements `plan` priced over the lock budget on a table that holds rows.
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
@@ -167,11 +168,13 @@ _ATTRIBUTES = {
 def _column_references(
     node: ast.AlterTableStmt, cmd: ast.AlterTableCmd, table: str
 ) -> list[Form] | None:
-    """`ADD COLUMN c … REFERENCES t (id)` (Django's `AddField` of a ForeignKey): the column
-    added without the key (brief), then the key as `ADD CONSTRAINT … FOREIGN KEY (c)` — its
-    own name, or the one PostgreSQL gives a column's key, `<table>_<c>_fkey` — through NOT
-    VALID and VALIDATE; inline, the key is checked against every row under ACCESS EXCLUSIVE.
-    None: not such a subcommand."""
+    """`ADD COLUMN c … CONSTRAINT k REFERENCES t (id)` (Django's `AddField` of a ForeignKey):
+    the column added without the key (brief), then the key as `ADD CONSTRAINT k FOREIGN KEY
+    (c)` through NOT VALID and VALIDATE; inline, the key is checked against every row under
+    ACCESS EXCLUSIVE. None: not such a subcommand, or one this cannot split as written — a
+    key without a name (its name is asked of PostgreSQL before the column exists), `ADD
+    COLUMN IF NOT EXISTS` (the key would be added to a column that was there), something
+    beside the key that builds or scans (UNIQUE, CHECK)."""
     column = cmd.def_
     if cmd.subtype != _AT.AT_AddColumn or not isinstance(column, ast.ColumnDef):
         return None
@@ -182,6 +185,8 @@ def _column_references(
         if con.contype in _ATTRIBUTES and last is not None and last in keys:
             attr, value = _ATTRIBUTES[con.contype]
             setattr(last, attr, value)
+            if attr == "initdeferred" and value:  # INITIALLY DEFERRED implies DEFERRABLE
+                last.deferrable = True
             continue
         if con.contype == _CON.CONSTR_FOREIGN:
             keys.append(con)
@@ -190,23 +195,26 @@ def _column_references(
         if con.contype not in _ATTRIBUTES:
             last = con
     cheap = {_CON.CONSTR_NULL, _CON.CONSTR_NOTNULL, _CON.CONSTR_DEFAULT}
-    if not keys or node.relation is None or any(c.contype not in cheap for c in kept):
-        return None  # a UNIQUE or CHECK beside the key would build or scan in the plain part
-    added = ast.ColumnDef(
-        colname=column.colname, typeName=column.typeName, is_local=True,
-        constraints=tuple(kept) or None, collClause=column.collClause,
-    )  # fmt: skip
+    if (
+        not keys
+        or node.relation is None
+        or cmd.missing_ok
+        or any(not key.conname for key in keys)
+        or any(c.contype not in cheap for c in kept)
+    ):
+        return None
+    added = copy.copy(column)  # its type, collation, storage, compression as written
+    added.constraints = tuple(kept) or None
     plain = ast.AlterTableStmt(
-        relation=node.relation, objtype=node.objtype,
-        cmds=(ast.AlterTableCmd(subtype=_AT.AT_AddColumn, def_=added, behavior=cmd.behavior,
-                                missing_ok=cmd.missing_ok),),
+        relation=node.relation, objtype=node.objtype, missing_ok=node.missing_ok,
+        cmds=(ast.AlterTableCmd(subtype=_AT.AT_AddColumn, def_=added, behavior=cmd.behavior),),
     )  # fmt: skip
     forms = [Form(PLAIN, table, render(plain))]
     for key in keys:
         key.fk_attrs = (ast.String(sval=column.colname),)
         key.initially_valid = True
         add = ast.AlterTableStmt(
-            relation=node.relation, objtype=node.objtype,
+            relation=node.relation, objtype=node.objtype, missing_ok=node.missing_ok,
             cmds=(ast.AlterTableCmd(subtype=_AT.AT_AddConstraint, def_=key),),
         )  # fmt: skip
         forms.append(Form(NOT_VALID, table, render(add), name=key.conname))

@@ -91,6 +91,11 @@ def carried_across(lines: Sequence[Line], tables: Collection[str]) -> str | None
 
 def _backend_refusal(mset: MigrationSet) -> str | None:
     runner = django_format.graph_of(mset).runner  # its facts, from the project's setup
+    if runner.custom_migrate:
+        return (
+            f"the project has its own migrate command ({runner.custom_migrate}): a migration "
+            "run as SQL would skip it"
+        )
     if runner.stock_backend:
         return None
     return (
