@@ -204,12 +204,17 @@ def render(cases: list[Case], args: argparse.Namespace, load: tuple[float, float
             f"| {c.name} | {c.seconds:.1f} s | {c.lag_s:.2f} s | {c.lag_bytes / 2**20:.1f} MiB "
             f"| {c.waits} |"
         )
+    plain, limited = cases[0], cases[-1]
+    share = limited.lag_bytes / plain.lag_bytes if plain.lag_bytes else 0.0
     lines += [
         "",
-        "The duty cycle alone puts the standby up to its pause behind; what a case adds beyond "
-        "that is its own. With the limit the rebuild's fill and replays wait while the standby "
-        "is further behind than it (the progress line says `standby lag`), and it never swaps "
-        "then (`tests/topology/test_standby_throttle.py`).",
+        "The duty cycle alone keeps the standby up to its pause behind in seconds, whatever "
+        "runs; what a case adds shows past that, and in the WAL waiting to be replayed. With "
+        "the limit the rebuild's fill and replays wait while the standby is further behind than "
+        "it (the progress line says `standby lag`; it never swaps then: "
+        f"`tests/topology/test_standby_throttle.py`): the WAL not replayed peaked at "
+        f"{share:.0%} of the plain statement's, for {limited.seconds / plain.seconds:.1f}× its "
+        "time.",
         "",
     ]
     return "\n".join(lines)
