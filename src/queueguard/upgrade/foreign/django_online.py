@@ -5,13 +5,14 @@ in stretches between them, in Django's order.
 
 Each migration run as SQL is recorded through Django's fake path: the recorder's INSERTs
 (each name a squash replaces, else its own; then a squash all of whose originals are now
-applied, as `migrate` completes it), compiled by the project's runner when the migration's
-last transaction is about to commit, and run in that transaction. `django_migrations` is
-written only by what Django's recorder compiles.
+applied, as `migrate` completes it), compiled by the project's runner as the migration's SQL
+begins, and run in its last transaction. `django_migrations` is written only by what
+Django's recorder compiles.
 
 Django's post_migrate (content types, permissions, the apps' own handlers) is sent once, at
 the end, as one plain `migrate` sends it: the runs before the last leave it out, and a run
-that ends with a migration applied as SQL is followed by a `migrate` that applies nothing.
+that ends with a migration applied as SQL (or a rerun that only finished a killed run's) is
+followed by a `migrate` that applies nothing.
 """
 
 from __future__ import annotations

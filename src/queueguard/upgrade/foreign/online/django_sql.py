@@ -1,8 +1,9 @@
 """The online forms for a Django migration. Its statements are Django's to choose, known only
 by running its migrate; queueguard gives it forms only where what migrate sent on the sample
 is all the migration did (`plan.django_revision.as_sql`): no Python step, nothing opaque, and
-the project on Django's own PostgreSQL (or PostGIS) schema editor — a backend of the
-project's own may send something else on the target. Such a migration then runs as that SQL,
+the project on Django's own PostgreSQL (or PostGIS) schema editor and `migrate` command — a
+backend of the project's own may send something else on the target, and a command of its own
+would be skipped. Such a migration then runs as that SQL,
 through the runner of the SQL formats (forms, progress rows, resumable), recorded through
 Django's fake path in its last transaction (`django_online`); the proof compares it with
 the migration run through Django's migrate.
@@ -78,10 +79,10 @@ def carried_across(lines: Sequence[Line], tables: Collection[str]) -> str | None
             for table in line.seen.rewrites:
                 if table in tables and table not in rewritten.setdefault(origin, []):
                     rewritten[origin].append(table)
-    for origin, tables in rewritten.items():
-        if len(tables) > 1:
+    for origin, names in rewritten.items():
+        if len(names) > 1:
             return (
-                f"operation {origin} rewrites {len(tables)} tables ({', '.join(tables)}): "
+                f"operation {origin} rewrites {len(names)} tables ({', '.join(names)}): "
                 "Django carries a primary key's type to every column that references it, "
                 "and the rebuild serves one table (the foreign keys would be gone between "
                 "the tables' swaps)"
