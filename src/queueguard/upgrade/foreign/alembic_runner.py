@@ -69,11 +69,7 @@ def upgrade_in_parts(
             done = upgrade(mset, dsn, end, limits, on_step)
         else:
             done = run_sql(end)
-        report.applied += done.applied
-        report.skipped += done.skipped
-        report.resumed += done.resumed
-        report.notes += done.notes
-        report.lock_waits += done.lock_waits
+        report.add(done)
     report.after = alembic_format.current(dsn, table)
     report.elapsed_ms = int((time.monotonic() - started) * 1000)
     return report

@@ -101,11 +101,7 @@ def upgrade_in_parts(
         else:
             with graph.borrow(dsn) as runner:
                 done = run_sql(recording(mset, part[0].id, runner), part[0].id)
-        report.applied += done.applied
-        report.skipped += done.skipped
-        report.resumed += done.resumed
-        report.notes += done.notes
-        report.lock_waits += done.lock_waits
+        report.add(done)
     if not signalled and target is not None:
         # post_migrate, as the plain run's end sends it: after a last part run as SQL, and
         # after a rerun that only finished what a killed run left (its earlier parts sent

@@ -38,6 +38,15 @@ class SetUpgradeReport:
     #: a Django database (an applied set, not a position): {app_label: latest applied}
     latest_applied: dict[str, str] | None = None
 
+    def add(self, part: SetUpgradeReport) -> None:
+        """What one part of a run in parts did (`upgrade --online` of an Alembic or Django
+        set: its tool's runs between the revisions run as SQL)."""
+        self.applied += part.applied
+        self.skipped += part.skipped
+        self.resumed += part.resumed
+        self.notes += part.notes
+        self.lock_waits += part.lock_waits
+
     def as_json(self) -> dict[str, Any]:
         if self.format == "django":  # an applied set, not a position: said as it is
             where: dict[str, Any] = {
