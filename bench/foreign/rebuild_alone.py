@@ -22,7 +22,7 @@ from unittest.mock import patch
 
 import psycopg
 
-from bench.foreign.online import build
+from bench.common.temporal_visibility import build
 from queueguard import sets
 from queueguard.pg import scratch
 from queueguard.pg.scratch import ScratchDatabases

@@ -39,7 +39,8 @@ from psycopg.types.numeric import Int8
 
 from bench.common.commands import ROOT, shown
 from bench.common.doc_sections import replace_section
-from bench.foreign.online import FILL, TABLE, LockSampler, Writers, measured
+from bench.common.temporal_visibility import FILL, TABLE
+from bench.foreign.online import LockSampler, Writers, measured
 from queueguard.pg import scratch, servers
 from queueguard.pg.dsn import params
 from queueguard.pg.scratch import ScratchDatabases

@@ -1,0 +1,198 @@
+"""`plan`'s estimate, twice on the same database, against the real statement, on Temporal's
+visibility table (docs/benchmarks.md, "plan: the same estimate twice").
+
+What it does, for each `--rows` (default 100,000 and 1,000,000), on one server:
+
+1. applies Temporal's real visibility files up to `--from` (default 1.12; pass the folder
+   `schema/postgresql/v12/visibility/versioned` of a checkout of Temporal's public repository:
+   the files are read from there, never copied into this repository) and fills
+   `executions_visibility` (`bench.foreign.online.build`);
+2. runs `queueguard.upgrade.plan.planner.plan(…, to=--to)` on it `--plans` times (default
+   2), nothing else running, and keeps each statement's `estimate_ms`;
+3. clones the database (`CREATE DATABASE … TEMPLATE`), runs `CHECKPOINT`, then the pending
+   revisions' statements in one transaction per revision, as `upgrade` does, each timed from
+   the client;
+4. prints, per statement that took a second or more for real: each plan's estimate, their
+   spread (largest ÷ smallest; goal ≤ 1.25) and estimate ÷ real (goal within [0.5, 2]).
+
+Run from the repository root:
+
+    python -m bench.plan.steady --temporal PATH/schema/postgresql/v12/visibility/versioned
+    python -m bench.plan.steady --temporal … --rows 100000 --no-docs
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sys
+import time
+from dataclasses import asdict, dataclass
+from datetime import date
+from pathlib import Path
+
+import psycopg
+
+from bench.common.commands import ROOT, shown
+from bench.common.doc_sections import replace_section
+from bench.common.temporal_visibility import build
+from queueguard import sets
+from queueguard.pg import scratch
+from queueguard.pg.scratch import ScratchDatabases
+from queueguard.sets import temporal
+from queueguard.sets.split import is_transaction_control
+from queueguard.upgrade.plan import planner
+
+DOCS = ROOT / "docs" / "benchmarks.md"
+SECTION = "## plan: the same estimate twice"
+#: statements shorter than this for real are left out: their estimate is a few milliseconds
+#: scaled, and the goal is about the statements a bill is read for
+SHOWN_ABOVE_MS = 1000.0
+NOT_IN_A_TRANSACTION = "25001"
+
+
+def log(message: str) -> None:
+    print(f"[bench] {message}", file=sys.stderr, flush=True)
+
+
+@dataclass
+class Row:
+    rows: int
+    revision: str
+    statement: str
+    estimates_ms: list[float]
+    actual_ms: float
+
+    @property
+    def spread(self) -> float:
+        return max(self.estimates_ms) / max(min(self.estimates_ms), 1e-9)
+
+    @property
+    def ratios(self) -> list[float]:
+        return [e / self.actual_ms for e in self.estimates_ms]
+
+
+def real_run(dsn: str, revisions: list[sets.Revision]) -> dict[tuple[str, int], float]:
+    """{(revision, statement index as the bill counts it): ms}, run as `upgrade` runs them."""
+    timed: dict[tuple[str, int], float] = {}
+    with psycopg.connect(dsn, autocommit=True) as conn:
+        conn.execute("CHECKPOINT")
+        conn.autocommit = False
+        for revision in revisions:
+            index = 0
+            for statement in revision.statements or ():
+                if is_transaction_control(statement):
+                    continue
+                started = time.perf_counter()
+                try:
+                    conn.execute(statement)
+                except psycopg.Error as exc:
+                    if exc.sqlstate != NOT_IN_A_TRANSACTION:
+                        raise
+                    conn.rollback()  # never the case in Temporal's files; here for others
+                    conn.autocommit = True
+                    started = time.perf_counter()
+                    conn.execute(statement)
+                    conn.autocommit = False
+                timed[(revision.id, index)] = (time.perf_counter() - started) * 1000
+                index += 1
+            conn.commit()
+    return timed
+
+
+def measure(
+    databases: ScratchDatabases, folder: Path, rows: int, start: str, to: str, plans: int
+) -> list[Row]:
+    admin = databases.admin_dsn
+    log(f"building {rows:,} rows at {start}")
+    template = build(admin, databases, folder, start, rows)
+    target = scratch.database_dsn(admin, template)
+    mset = sets.load(folder)
+    estimates: dict[tuple[str, int], list[float]] = {}
+    for n in range(plans):
+        began = time.perf_counter()
+        result = planner.plan(mset, target, to=to)
+        log(f"plan {n + 1}: {time.perf_counter() - began:.1f} s")
+        for rid, lines in result.revisions:
+            for line in lines:
+                estimates.setdefault((rid, line.index), []).append(line.estimate_ms)
+    clone = databases.create(template=template)
+    with psycopg.connect(clone) as conn:  # Temporal keys its version row on the name
+        temporal.take_over_version(conn, template)
+    pending = mset.pending(start, to)
+    timed = real_run(clone, pending)
+    databases.drop(clone)  # at 1 M rows a clone takes several GB
+    databases.drop(target)
+    texts = {(r.id, i): s for r in pending for i, s in enumerate(_billed(r))}
+    return [
+        Row(rows, key[0], " ".join(texts[key].split())[:70], estimates[key], round(ms, 1))
+        for key, ms in timed.items()
+        if ms >= SHOWN_ABOVE_MS and key in estimates
+    ]
+
+
+def _billed(revision: sets.Revision) -> list[str]:
+    return [s for s in revision.statements or () if not is_transaction_control(s)]
+
+
+def render(results: list[Row], args: argparse.Namespace, load: tuple[float, float]) -> str:
+    flags = ["--temporal", "…/visibility/versioned"]
+    for rows in args.rows or []:
+        flags += ["--rows", str(rows)]
+    lines = [
+        SECTION,
+        "",
+        f"Command: `{shown('bench.plan.steady', *flags)}` ({date.today().isoformat()}; "
+        f"{os.cpu_count()} CPUs, Python {platform.python_version()}; 1-minute load average "
+        f"{load[0]:.1f} at the start, {load[1]:.1f} at the end; nothing else running).",
+        "",
+        f"Temporal's `executions_visibility` at {args.start} (its real files and indexes), "
+        f"`plan` to {args.to} run {args.plans} times on the same database, then the same "
+        "statements run for real on a clone (after a `CHECKPOINT`, one transaction per "
+        "revision, each statement timed from the client). Statements that took "
+        f"{SHOWN_ABOVE_MS / 1000:g} s or more for real. Goals: spread (largest estimate ÷ "
+        "smallest) ≤ 1.25; estimate ÷ real within [0.5, 2].",
+        "",
+        "| rows | statement | estimates (ms) | spread | real (ms) | estimate ÷ real |",
+        "|---:|---|---|---:|---:|---|",
+    ]
+    for r in results:
+        estimates = " / ".join(f"{e:,.0f}" for e in r.estimates_ms)
+        ratios = " / ".join(f"{x:.2f}" for x in r.ratios)
+        lines.append(
+            f"| {r.rows:,} | `{r.statement}…` | {estimates} | {r.spread:.2f} "
+            f"| {r.actual_ms:,.0f} | {ratios} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.plan.steady", description=__doc__)
+    parser.add_argument("--temporal", type=Path, required=True, help="Temporal's versioned dir")
+    parser.add_argument("--rows", type=int, action="append", help="repeatable")
+    parser.add_argument("--plans", type=int, default=2)
+    parser.add_argument("--start", default="1.12")
+    parser.add_argument("--to", default="1.13")
+    parser.add_argument("--admin-dsn", default=None)
+    parser.add_argument("--json", action="store_true")
+    parser.add_argument("--no-docs", action="store_true")
+    args = parser.parse_args(argv)
+    admin = args.admin_dsn or scratch.server_dsn()
+    load_start = os.getloadavg()[0]
+    results: list[Row] = []
+    with ScratchDatabases(admin, prefix="qgbench") as databases:
+        for rows in args.rows or [100_000, 1_000_000]:
+            found = measure(databases, args.temporal, rows, args.start, args.to, args.plans)
+            results += found
+            log(json.dumps([asdict(r) for r in found]))
+    section = render(results, args, (load_start, os.getloadavg()[0]))
+    print(json.dumps([asdict(r) for r in results], indent=2) if args.json else section)
+    if not args.no_docs:
+        replace_section(DOCS, section)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
