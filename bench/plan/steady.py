@@ -9,9 +9,8 @@ What it does, for each `--rows` (default 100,000 and 1,000,000), on one server:
    `executions_visibility` (`bench.foreign.online.build`);
 2. runs `queueguard.upgrade.plan.planner.plan(…, to=--to)` on it `--plans` times (default
    2), nothing else running, and keeps each statement's `estimate_ms`;
-3. clones the database (`CREATE DATABASE … TEMPLATE`), runs `CHECKPOINT`, then the pending
-   revisions' statements in one transaction per revision, as `upgrade` does, each timed from
-   the client;
+3. clones the database (`CREATE DATABASE … TEMPLATE`), runs `CHECKPOINT`, then `upgrade`
+   to `--to` on the clone, each statement's time as the runner reports it;
 4. prints, per statement that took a second or more for real: each plan's estimate, their
    spread (largest ÷ smallest; goal ≤ 1.25) and estimate ÷ real (goal within [0.5, 2]).
 
@@ -42,7 +41,8 @@ from queueguard import sets
 from queueguard.pg import scratch
 from queueguard.pg.scratch import ScratchDatabases
 from queueguard.sets import temporal
-from queueguard.sets.split import is_transaction_control
+from queueguard.upgrade.foreign.report import Step
+from queueguard.upgrade.foreign.runner import upgrade
 from queueguard.upgrade.plan import planner
 
 DOCS = ROOT / "docs" / "benchmarks.md"
@@ -50,7 +50,6 @@ SECTION = "## plan: the same estimate twice"
 #: statements shorter than this for real are left out: their estimate is a few milliseconds
 #: scaled, and the goal is about the statements a bill is read for
 SHOWN_ABOVE_MS = 1000.0
-NOT_IN_A_TRANSACTION = "25001"
 
 
 def log(message: str) -> None:
@@ -74,32 +73,18 @@ class Row:
         return [e / self.actual_ms for e in self.estimates_ms]
 
 
-def real_run(dsn: str, revisions: list[sets.Revision]) -> dict[tuple[str, int], float]:
-    """{(revision, statement index as the bill counts it): ms}, run as `upgrade` runs them."""
-    timed: dict[tuple[str, int], float] = {}
+def real_run(mset: sets.MigrationSet, dsn: str, to: str) -> dict[str, float]:
+    """{statement: ms} as `upgrade` runs them (one transaction per revision, a concurrent
+    build alone), after a CHECKPOINT."""
     with psycopg.connect(dsn, autocommit=True) as conn:
         conn.execute("CHECKPOINT")
-        conn.autocommit = False
-        for revision in revisions:
-            index = 0
-            for statement in revision.statements or ():
-                if is_transaction_control(statement):
-                    continue
-                started = time.perf_counter()
-                try:
-                    conn.execute(statement)
-                except psycopg.Error as exc:
-                    if exc.sqlstate != NOT_IN_A_TRANSACTION:
-                        raise
-                    conn.rollback()  # never the case in Temporal's files; here for others
-                    conn.autocommit = True
-                    started = time.perf_counter()
-                    conn.execute(statement)
-                    conn.autocommit = False
-                timed[(revision.id, index)] = (time.perf_counter() - started) * 1000
-                index += 1
-            conn.commit()
-    return timed
+    steps: list[Step] = []
+    upgrade(mset, dsn, to=to, on_step=steps.append)
+    return {_key(step.sql): step.seconds * 1000 for step in steps}
+
+
+def _key(statement: str) -> str:
+    return " ".join(statement.split())
 
 
 def measure(
@@ -107,34 +92,34 @@ def measure(
 ) -> list[Row]:
     admin = databases.admin_dsn
     log(f"building {rows:,} rows at {start}")
+    began = time.perf_counter()
     template = build(admin, databases, folder, start, rows)
+    log(f"built in {time.perf_counter() - began:.1f} s")
     target = scratch.database_dsn(admin, template)
     mset = sets.load(folder)
-    estimates: dict[tuple[str, int], list[float]] = {}
+    estimates: dict[str, list[float]] = {}
+    revision_of: dict[str, str] = {}
     for n in range(plans):
         began = time.perf_counter()
         result = planner.plan(mset, target, to=to)
         log(f"plan {n + 1}: {time.perf_counter() - began:.1f} s")
         for rid, lines in result.revisions:
             for line in lines:
-                estimates.setdefault((rid, line.index), []).append(line.estimate_ms)
+                estimates.setdefault(_key(line.seen.sql), []).append(line.estimate_ms)
+                revision_of[_key(line.seen.sql)] = rid
     clone = databases.create(template=template)
     with psycopg.connect(clone) as conn:  # Temporal keys its version row on the name
         temporal.take_over_version(conn, template)
-    pending = mset.pending(start, to)
-    timed = real_run(clone, pending)
+    began = time.perf_counter()
+    timed = real_run(mset, clone, to)
+    log(f"upgrade: {time.perf_counter() - began:.1f} s")
     databases.drop(clone)  # at 1 M rows a clone takes several GB
     databases.drop(target)
-    texts = {(r.id, i): s for r in pending for i, s in enumerate(_billed(r))}
     return [
-        Row(rows, key[0], " ".join(texts[key].split())[:70], estimates[key], round(ms, 1))
+        Row(rows, revision_of[key], key[:70], estimates[key], round(ms, 1))
         for key, ms in timed.items()
         if ms >= SHOWN_ABOVE_MS and key in estimates
     ]
-
-
-def _billed(revision: sets.Revision) -> list[str]:
-    return [s for s in revision.statements or () if not is_transaction_control(s)]
 
 
 def render(results: list[Row], args: argparse.Namespace, load: tuple[float, float]) -> str:
@@ -150,8 +135,8 @@ def render(results: list[Row], args: argparse.Namespace, load: tuple[float, floa
         "",
         f"Temporal's `executions_visibility` at {args.start} (its real files and indexes), "
         f"`plan` to {args.to} run {args.plans} times on the same database, then the same "
-        "statements run for real on a clone (after a `CHECKPOINT`, one transaction per "
-        "revision, each statement timed from the client). Statements that took "
+        "revisions applied for real by `upgrade` on a clone (after a `CHECKPOINT`), each "
+        "statement's time as the runner reports it. Statements that took "
         f"{SHOWN_ABOVE_MS / 1000:g} s or more for real. Goals: spread (largest estimate ÷ "
         "smallest) ≤ 1.25; estimate ÷ real within [0.5, 2].",
         "",

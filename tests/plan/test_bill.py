@@ -53,12 +53,25 @@ def test_a_scan_scales_with_the_heap_alone_plus_reading_it() -> None:
     assert ms(seen(scans=["big"])) == pytest.approx(1000 * 10 + read)
 
 
-def test_a_rewrite_scales_with_heap_toast_and_indexes_and_sorts() -> None:
-    ratio = (100 + 80 + 20) * 1000 / ((100 + 50) * 100)  # the sample has no TOAST here
+def test_a_rewrite_scales_with_heap_toast_and_indexes_as_rebuilt_and_sorts() -> None:
+    # the target's indexes (80 pages per 1,000 rows) are bloated next to the sample's freshly
+    # built ones (50): the rewrite builds them again as compact as the sample's, so they count
+    # at the sample's bytes per row times the target's rows
+    ratio = (100 + 50 + 20) * 1000 / ((100 + 50) * 100)  # the sample has no TOAST here
     read = (100 + 20) * 1000 * READ_MS_PER_PAGE
     value, basis = estimate(seen(rewrites=["big"]), SAMPLE, TARGET, INDEXES)
     assert value == pytest.approx(1000 * ratio * LOG + read)
     assert basis.startswith("rewrites big") and "n·log n" in basis
+    assert f"{(100 + 50 + 20) * 1000 * PAGE // 1024} kB" in basis
+
+
+def test_a_tiny_samples_index_overhead_is_capped_at_the_targets_indexes() -> None:
+    # 10 rows in two indexes' first pages: per row, a hundred times the target's bytes
+    sample = {"big": Size(10, PAGE, 2 * PAGE, 2)}
+    value, _ = estimate(seen(rewrites=["big"]), sample, TARGET, INDEXES)
+    ratio = (100 + 80 + 20) * 1000 / 3
+    read = (100 + 20) * 1000 * READ_MS_PER_PAGE
+    assert value == pytest.approx(1000 * ratio * math.log2(1_000_000) / math.log2(10) + read)
 
 
 def test_a_rewrite_of_a_table_without_indexes_does_not_sort() -> None:

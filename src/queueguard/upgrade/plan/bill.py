@@ -7,7 +7,10 @@ observation tells apart:
 
 - a rewrite (the table got a new file) reads the old heap, writes a new one — TOAST included —
   and rebuilds every index: its sample time is scaled by the ratio of heap + TOAST + index
-  bytes, and by n·log n when the table has indexes (each rebuild sorts);
+  bytes, and by n·log n when the table has indexes (each rebuild sorts). The indexes are
+  counted at the size the rewrite builds them, the sample's bytes per row times the target's
+  rows: a rebuilt index is as compact as the sample's, freshly built, and the target's old
+  ones (grown by years of inserts, often twice as large per row) are never read;
 - an index build (`CREATE INDEX`, a constraint's index, `REINDEX`) reads the heap and sorts:
   scaled by the heap's ratio and n·log n;
 - a scan (a CHECK or NOT NULL validation, a foreign key's check) reads the heap: scaled by the
@@ -118,11 +121,12 @@ def _factor(
 ) -> tuple[float, bool]:
     """(scale of the sample's time, whether n·log n applies) for one kind of work;
     `reference`: the size the sample was taken at, when `target` is smaller (`estimate`)."""
-    if reference is not None and _scaled(work, target) < _scaled(work, reference):
+    wanted = _scaled(work, target, sample)
+    if reference is not None and wanted < _scaled(work, reference, sample):
         factor, sorts = _factor(work, sample, reference)
-        return factor * _scaled(work, target) / max(1, _scaled(work, reference)), sorts
+        return factor * wanted / max(1, _scaled(work, reference, sample)), sorts
     if work == "rewrites":
-        ratio, sorts = target.bytes / sample.bytes, target.indexes > 0
+        ratio, sorts = wanted / sample.bytes, target.indexes > 0
     else:
         ratio, sorts = target.heap / sample.heap, work == "indexes"
     ratio = max(1.0, ratio)
@@ -183,8 +187,8 @@ def estimate(
     table = max(sorted(factors), key=lambda t: factors[t][0])
     how, (factor, sorts) = works[table], factors[table]
     size_s, size_t = sample[table], target[table]
-    shown_s, shown = _scaled(how, size_s), _scaled(how, size_t)
-    what = "heap, TOAST and indexes" if how == "rewrites" else "heap"
+    shown_s, shown = _scaled(how, size_s), _scaled(how, size_t, size_s)
+    what = "heap, TOAST and indexes as rebuilt" if how == "rewrites" else "heap"
     others = f", {len(works) - 1} more table(s) by their own sizes" if len(works) > 1 else ""
     basis = (
         f"{how} {table}: {sample_ms:.1f} ms on the sample ({size_s.rows or 0} rows, "
@@ -224,16 +228,24 @@ def _bytes_ratio(work: str, sample: Size, target: Size, reference: Size | None) 
     """How the bytes of a kind of work grow from the sample to the target: never below the
     sample's own (earlier statements may have grown it), but down from a fleet group's
     largest target (`reference`) to a smaller one in proportion."""
-    wanted = _scaled(work, target)
-    if reference is not None and wanted < _scaled(work, reference):
-        top = _scaled(work, reference)
+    wanted = _scaled(work, target, sample)
+    if reference is not None and wanted < _scaled(work, reference, sample):
+        top = _scaled(work, reference, sample)
         return max(1.0, top / _scaled(work, sample)) * wanted / top
     return max(1.0, wanted / _scaled(work, sample))
 
 
-def _scaled(work: str, size: Size) -> int:
-    """The bytes a kind of work scales with."""
-    return size.bytes if work == "rewrites" else size.heap
+def _scaled(work: str, size: Size, sample: Size | None = None) -> int:
+    """The bytes a kind of work scales with: the heap; for a rewrite also TOAST and the
+    indexes as it rebuilds them — `sample`'s index bytes per row times `size`'s rows (a
+    freshly built index's size), at most `size`'s own index bytes (a tiny sample's index
+    pages are mostly overhead), which are taken as they are when a row count is unknown."""
+    if work != "rewrites":
+        return size.heap
+    if sample is None or not sample.rows or size.rows is None:
+        return size.bytes
+    rebuilt = min(size.index_bytes, round(sample.index_bytes * size.rows / sample.rows))
+    return max(PAGE, size.heap_bytes + size.toast_bytes + rebuilt)
 
 
 def _read(work: str, size: Size) -> int:
