@@ -11,15 +11,39 @@ import pytest
 from bench.topology import pgbouncer as pooler
 from bench.topology.pgbouncer import PgBouncer
 from queueguard.core.store import Store
-from queueguard.pg import scratch
+from queueguard.pg import scratch, servers
+from queueguard.pg.connect import connection
 from queueguard.stores.memory import MemoryDatabase, MemoryStore
 from queueguard.stores.postgres import PostgresStore
 from queueguard.upgrade.runner import upgrade
 
+#: set by `pytest_configure` when the suite runs on an embedded server of its own
+OWN_SERVER = "QUEUEGUARD_TEST_SERVER"
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """The suite's embedded server is its own: a data directory beside the default one
+    (`…/queueguard/tests/pgdata`), so the thousands of databases the suite creates and drops
+    never share a server with the developer's, and so it may run with fsync off (below).
+    Set in the controller before pytest-xdist starts its workers, which inherit it, as do the
+    CLIs the tests run. Left alone when the caller chose a server (`QUEUEGUARD_PG`) or a data
+    directory (`QUEUEGUARD_HOME`; `.ci/run` gives its own)."""
+    if "QUEUEGUARD_HOME" in os.environ or os.environ.get(scratch.ENV, "embedded") != "embedded":
+        return
+    os.environ["QUEUEGUARD_HOME"] = str(servers.default_data_dir().parent / "tests")
+    os.environ[OWN_SERVER] = "1"
+
 
 @pytest.fixture(scope="session")
 def pg_admin_dsn() -> str:
-    return scratch.server_dsn()
+    dsn = scratch.server_dsn()
+    if os.environ.get(OWN_SERVER):
+        # the suite's own server holds nothing that must outlive a crash of the machine, and
+        # each CREATE DATABASE would wait on the disk (kept in its postgresql.auto.conf)
+        with connection(dsn, autocommit=True) as conn:
+            conn.execute("ALTER SYSTEM SET fsync = off")
+            conn.execute("SELECT pg_reload_conf()")
+    return dsn
 
 
 @pytest.fixture(scope="session")
