@@ -17,8 +17,9 @@ import pytest
 
 from queueguard import sets
 from queueguard.cli import main
+from queueguard.errors import UsageError
 from queueguard.lint.foreign import detect_set, lint_set, rank
-from queueguard.lint.foreign.statements import containing, locate
+from queueguard.lint.foreign.statements import containing, locate, server_text
 from queueguard.lint.model import Finding
 
 TEMPORAL = Path(__file__).resolve().parents[1] / "sets" / "data" / "temporal"
@@ -316,3 +317,64 @@ def test_dsn_on_the_command_line(
     assert leads == [True, True, True, True, False]
     assert len(doc["findings"]) == sum(s["suppressed"] for s in doc["statements"]) + 4
     assert "pending revision(s) traced" in err
+
+
+# an Alembic project whose env.py always connects (never renders offline, as many real ones):
+# with --dsn, what its revisions ran on the copy is what is linted
+ONLINE_ONLY_ENV = """
+from alembic import context
+from sqlalchemy import create_engine, pool
+
+url = context.config.get_main_option("sqlalchemy.url")
+with create_engine(url, poolclass=pool.NullPool).connect() as connection:
+    context.configure(connection=connection)
+    with context.begin_transaction():
+        context.run_migrations()
+"""
+ONLINE_ONLY_REVISION = """
+import sqlalchemy as sa
+from alembic import op
+
+revision = "b2"
+down_revision = "a1"
+
+
+def upgrade():
+    op.create_index("ix_child_v", "child", ["v"])
+    op.execute(sa.text("UPDATE child SET label = :label WHERE v = :v").bindparams(label="x", v=3))
+"""
+
+
+def test_dsn_lints_what_an_online_only_alembic_env_ran(
+    tmp_path: Path, target: tuple[Path, str], pg_admin_dsn: str
+) -> None:
+    """An env.py that cannot render offline left every revision unlinted; with --dsn, the
+    statements the pending revisions sent on the copy are linted (a bound parameter written
+    as PostgreSQL reads it, `$1`) and each carries its observation."""
+    _, dsn = target
+    root = tmp_path / "online_only"
+    (root / "versions").mkdir(parents=True)
+    (root / "env.py").write_text(ONLINE_ONLY_ENV)
+    (root / "versions" / "a1_base.py").write_text(
+        'revision = "a1"\ndown_revision = None\n\n\ndef upgrade():\n    pass\n'
+    )
+    (root / "versions" / "b2_index.py").write_text(ONLINE_ONLY_REVISION)
+    with pytest.raises(UsageError, match="cannot learn the version table"):
+        sets.load(root)  # offline, nothing can be learnt
+    mset = sets.load(root, "alembic", dsn)
+    report = lint_set(mset, dsn=dsn, scratch_admin=pg_admin_dsn)
+    assert report.traced == ("a1", "b2") and report.python_revisions == ("a1",)
+    got = {(s.revision, s.index): s for s in report.flagged}
+    index = got[("b2", 0)]
+    assert (index.code, index.tier) == ("squawk.require-concurrent-index-creation", rank.Tier.BUILD)
+    assert index.cost.startswith("observed: SHARE on child while ix_child_v is built")
+    # the UPDATE's placeholders parse as PostgreSQL's: no syntax error, nothing flagged
+    assert ("b2", 1) not in got and all("syntax" not in s.code for s in report.flagged)
+
+
+def test_a_traced_statement_is_written_as_the_server_reads_it() -> None:
+    assert server_text("UPDATE t SET a = %(a)s WHERE b = %(b)s AND c LIKE 'x%%' OR a = %(a)s") == (
+        "UPDATE t SET a = $1 WHERE b = $2 AND c LIKE 'x%' OR a = $1"
+    )
+    assert server_text("INSERT INTO t VALUES (%s, %s)") == "INSERT INTO t VALUES ($1, $2)"
+    assert server_text("SELECT 1") == "SELECT 1"

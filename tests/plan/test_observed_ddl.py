@@ -375,3 +375,24 @@ def test_a_rewrite_is_timed_as_the_median_of_several_runs_the_last_one_kept(
             assert conn.execute("SELECT last_value FROM s").fetchone() == (10 * apply.REPEATS,)
             top = conn.execute("SELECT max(c) FROM t").fetchone()
             assert top == (10 + 10 * apply.REPEATS,)
+
+
+def test_a_long_rewrite_runs_once(pg_admin_dsn: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A rewrite at or over REPEAT_BELOW_S on the sample is not repeated: its one run spans
+    the swings a median smooths, and repeating it multiplies plan's longest step."""
+    from queueguard.pg import scratch
+    from queueguard.upgrade.plan import apply
+
+    monkeypatch.setattr(apply, "REPEAT_ABOVE_S", 0.0)
+    monkeypatch.setattr(apply, "REPEAT_BELOW_S", 0.0)
+    with scratch.ScratchDatabases(pg_admin_dsn, prefix="qgrep") as databases:
+        dsn = databases.create()
+        with psycopg.connect(dsn) as conn:
+            conn.execute("CREATE SEQUENCE s; CREATE TABLE t (c int);"
+                         "INSERT INTO t SELECT g FROM generate_series(1, 10) g")  # fmt: skip
+            conn.commit()
+            seen = apply.traced(
+                conn, dsn, ["ALTER TABLE t ALTER COLUMN c TYPE bigint USING c + nextval('s')"]
+            )
+            assert seen[0].rewrites == ["t"]
+            assert conn.execute("SELECT last_value FROM s").fetchone() == (10,)

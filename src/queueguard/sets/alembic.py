@@ -206,11 +206,12 @@ def run(
     return upgrade_to(migrations, dsn, revision.id, hooks=hooks, options=options)
 
 
-def render(root: Path, revision_id: str) -> str | None:
+def render(migrations: MigrationSet, revision_id: str) -> str | None:
     """One revision's SQL as `alembic upgrade DOWN:REV --sql` renders it (offline: no
     database), Alembic's own bookkeeping and transaction control left out; None when the
-    revision cannot be rendered offline (a data migration that reads rows)."""
-    migrations = load(root)
+    revision cannot be rendered offline (a data migration that reads rows, an env.py that
+    always connects). The set as loaded: loading it again ran env.py once more per revision,
+    and without the database an env.py that cannot run offline needs for its version table."""
     found = rendered(migrations, migrations.get(revision_id))
     if isinstance(found, NotRendered):
         return None

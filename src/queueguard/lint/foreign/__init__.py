@@ -21,7 +21,7 @@ from queueguard.errors import QueueguardError, UsageError
 from queueguard.lint import squawk
 from queueguard.lint.foreign import rank
 from queueguard.lint.foreign.report import Flagged, SetLintReport
-from queueguard.lint.foreign.statements import Located, containing, locate
+from queueguard.lint.foreign.statements import Located, containing, locate, server_text
 from queueguard.lint.model import Finding, SqlFile
 from queueguard.sets import MigrationSet, Revision
 from queueguard.upgrade.plan.bill import Line, document
@@ -96,15 +96,16 @@ Key = tuple[str, int]  # (revision, statement index in it)
 class _Statements:
     """Every SQL statement of the set, by file and by (revision, index)."""
 
-    def __init__(self, mset: MigrationSet) -> None:
+    def __init__(self, mset: MigrationSet, traced: dict[str, list[str]] | None = None) -> None:
         self.files: dict[Path, SqlFile] = {}
         self.located: dict[Path, list[Located]] = {}
         #: a file's first listing: its revision and the index of its first statement there
         self.first: dict[Path, Key] = {}
         self.by_key: dict[Key, tuple[Path, Located]] = {}
         self.python: list[str] = []
-        #: a Django project's statements, captured from its migrate on a scratch database
-        self.captured: dict[str, list[str]] | None = None
+        #: a Django project's statements, captured from its migrate on a scratch database;
+        #: an Alembic revision's, traced on a copy of the target (`--dsn`): what ran there
+        self.captured: dict[str, list[str]] | None = traced or None
         if mset.format == "django":
             from queueguard.upgrade.plan.django_revision import captured_sql
 
@@ -124,13 +125,19 @@ class _Statements:
                 base += len(self.located[path])
 
     def _rendered(self, mset: MigrationSet, revision: Revision) -> None:
-        """A Python revision of an Alembic project, linted as `alembic upgrade --sql`
-        renders it (squawk's usual input); one that cannot render offline is only counted."""
+        """A Python revision: linted as the statements it sent where they were captured (a
+        Django migration's migrate; an Alembic revision traced on a copy of the target),
+        else as `alembic upgrade --sql` renders it (squawk's usual input); one that cannot
+        render offline is only counted."""
         from queueguard.sets import alembic as alembic_format
 
-        text = alembic_format.render(mset.root, revision.id) if mset.format == "alembic" else None
-        if self.captured is not None:
-            text = "".join(f"{sql};\n" for sql in self.captured.get(revision.id, []))
+        text: str | None
+        if self.captured is not None and revision.id in self.captured:
+            text = "".join(f"{server_text(sql)};\n" for sql in self.captured[revision.id])
+        elif mset.format == "alembic":
+            text = alembic_format.render(mset, revision.id)
+        else:
+            text = None
         if not text:
             self.python.append(revision.id)
             return
@@ -152,22 +159,43 @@ class _Statements:
 
 def _observe(
     mset: MigrationSet, dsn: str, scratch_admin: str | None
-) -> tuple[str | None, list[str], dict[Key, Line]]:
-    """`plan`'s bill of the pending revisions, by statement: each traced line is matched to
-    the statement it ran (transaction control is not traced, so lines are matched by text)."""
+) -> tuple[str | None, list[str], dict[str, list[Line]]]:
+    """`plan`'s bill of the pending revisions on a copy of the target, by revision."""
     from queueguard.upgrade.plan.planner import plan
 
     result = plan(mset, dsn, scratch_admin=scratch_admin)
+    return result.current, [rid for rid, _ in result.revisions], dict(result.revisions)
+
+
+def _matched(
+    mset: MigrationSet, bills: dict[str, list[Line]], found: _Statements
+) -> dict[Key, Line]:
+    """Each traced line matched to the statement it ran: a SQL revision's by text
+    (transaction control is not traced); a Python revision's linted text is its traced
+    statements themselves, by place — or by text where one execute sent several."""
     lines: dict[Key, Line] = {}
-    for rid, bill_lines in result.revisions:
+    for rid, bill_lines in bills.items():
         statements = mset.get(rid).statements
         if statements is None:
+            linted = sorted(k[1] for k in found.by_key if k[0] == rid)
+            if len(linted) == len(bill_lines):
+                lines.update(((rid, i), line) for i, line in zip(linted, bill_lines, strict=True))
+                continue
+            by_text = {_bare(found.by_key[(rid, i)][1].sql): i for i in reversed(linted)}
+            for line in bill_lines:
+                index = by_text.get(_bare(server_text(line.seen.sql)))
+                if index is not None:
+                    lines[(rid, index)] = line
             continue
         pending = list(bill_lines)
         for index, sql in enumerate(statements):
             if pending and pending[0].seen.sql == sql:
                 lines[(rid, index)] = pending.pop(0)
-    return result.current, [rid for rid, _ in result.revisions], lines
+    return lines
+
+
+def _bare(sql: str) -> str:
+    return sql.strip().rstrip(";").strip()
 
 
 def lint_set(
@@ -181,7 +209,17 @@ def lint_set(
     """Lint a foreign set: one finding per statement; with `dsn`, observed on a copy of it.
     `only`: report the statements of these files alone (squawk reads each file on its own,
     so the rest of the set changes nothing about them)."""
-    found = _Statements(mset)
+    target_at: str | None = None
+    traced: list[str] | None = None
+    bills: dict[str, list[Line]] = {}
+    if dsn is not None:
+        target_at, traced, bills = _observe(mset, dsn, scratch_admin)
+    python = {
+        rid: [line.seen.sql for line in lines]
+        for rid, lines in bills.items()
+        if mset.format == "alembic" and mset.get(rid).statements is None
+    }
+    found = _Statements(mset, python)
     wanted = {p.resolve() for p in only} if only is not None else set(found.files)
     files = [f for path, f in found.files.items() if path in wanted]
     version = None
@@ -196,11 +234,7 @@ def lint_set(
         if key is None:  # a file without statements: unlikely, but never dropped
             key = (found.first[finding.path][0], -1)
         grouped[key].append(finding)
-    target_at: str | None = None
-    traced: list[str] | None = None
-    observed: dict[Key, Line] = {}
-    if dsn is not None:
-        target_at, traced, observed = _observe(mset, dsn, scratch_admin)
+    observed = _matched(mset, bills, found)
     order = {rid: i for i, rid in enumerate(mset.ids)}
     keys = sorted(set(grouped) | set(observed), key=lambda k: (order.get(k[0], len(order)), k[1]))
     flagged = [

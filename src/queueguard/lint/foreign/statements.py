@@ -59,3 +59,22 @@ def containing(statements: list[Located], line: int, column: int) -> Located | N
     starts = [s.start for s in statements]
     at = bisect_right(starts, (line, column)) - 1
     return statements[max(at, 0)]
+
+
+_PLACEHOLDER = re.compile(r"%\((?:[^)]*)\)s|%s|%%")
+
+
+def server_text(sql: str) -> str:
+    """A statement as the driver was given it (psycopg's `%s` and `%(name)s` placeholders,
+    `%%` for a literal `%`) written as the server reads it: `$1`, `$2`, … and `%` (pure). A
+    traced statement keeps its placeholders; squawk parses PostgreSQL's spelling only."""
+    numbers: dict[str, int] = {}
+
+    def one(match: re.Match[str]) -> str:
+        token = match.group(0)
+        if token == "%%":
+            return "%"
+        key = token if token != "%s" else f"%s#{len(numbers)}"
+        return f"${numbers.setdefault(key, len(numbers) + 1)}"
+
+    return _PLACEHOLDER.sub(one, sql) if "%" in sql else sql
