@@ -5,6 +5,7 @@ native bookkeeping)."""
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
@@ -126,6 +127,15 @@ def test_a_django_project_on_database_targets_ends_as_upgrade_alone(
     with psycopg.connect(fleeted[1]) as conn:
         rows = conn.execute("SELECT count(*) FROM django_migrations").fetchone()
     assert rows is not None and rows[0] == 11  # every migration, the squash's originals too
+    # the board says each target's state as `status` says one database's: app by app
+    code, out, _ = fleet.cli(capsys, "status", "--targets", str(fleet.root / "fleet.toml"),
+                             "--migrations", str(shop), "--output", "json")  # fmt: skip
+    assert code == 0
+    assert main(["status", "--migrations", str(shop), "--dsn", fleeted[0], "--json"]) == 0
+    alone_doc = json.loads(capsys.readouterr().out)
+    for target in json.loads(out)["targets"]:
+        assert target["revision"] is None
+        assert target["latestApplied"] == alone_doc["latestApplied"] != {}
 
 
 ONLINE_INDEX = """

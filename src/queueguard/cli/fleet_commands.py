@@ -101,7 +101,7 @@ def _upgrade(args: argparse.Namespace) -> int:
         )  # fmt: skip
     finally:
         ctl.close()
-    doc = board.document(run, rows, extra)
+    doc = board.document(run, rows, extra, fleet.mset)
     for name in extra:
         print(f"fleet: {name}: not in this run (found after its manifest was frozen)",
               file=sys.stderr)  # fmt: skip
@@ -150,7 +150,7 @@ def _status(args: argparse.Namespace) -> int:
         rows = ctl.board(run)
     finally:
         ctl.close()
-    doc = board.document(run, rows)
+    doc = board.document(run, rows, mset=fleet.mset)
     _show(output, doc, board.text, board.markdown)
     return 0 if doc["done"] else 1
 

@@ -8,11 +8,17 @@ from collections import Counter
 from typing import Any
 
 from queueguard.fleet.control import STATES
+from queueguard.fleet.state import said, shown
+from queueguard.sets import MigrationSet
 
 
 def document(
-    run: int, rows: list[tuple[Any, ...]], not_in_run: list[str] | None = None
+    run: int,
+    rows: list[tuple[Any, ...]],
+    not_in_run: list[str] | None = None,
+    mset: MigrationSet | None = None,
 ) -> dict[str, Any]:
+    """`mset`: the run's set, for a Django target's state said app by app (`state.said`)."""
     targets = []
     waves: dict[str, Counter[str]] = {}
     left_ms = 0
@@ -26,7 +32,7 @@ def document(
         if state in ("pending", "running") and predicted_ms:
             left_ms += max(0, predicted_ms - (running_ms or 0))
         targets.append({
-            "name": name, "wave": wave_name, "state": state, "revision": revision,
+            "name": name, "wave": wave_name, "state": state, **said(mset, revision),
             "error": error, "attempts": attempts, "ms": took, "predictedMs": predicted_ms,
             "fence": fence, "dsn": dsn, "schema": schema, "lockWaits": lock_waits,
             "late": late, "leaseExpired": bool(expired),
@@ -52,8 +58,8 @@ def text(doc: dict[str, Any]) -> str:
         lines.append(f"  wave {wave['name']}: {counts}")
     for t in doc["targets"]:
         line = f"    {t['name']}: {t['state']}"
-        if t["revision"]:
-            line += f" at {t['revision']}"
+        if shown(t):
+            line += f" at {shown(t)}"
         if t["ms"] is not None:
             line += f" ({t['ms'] / 1000:.1f} s)"
         if t["late"]:
@@ -82,6 +88,6 @@ def markdown(doc: dict[str, Any]) -> str:
         error = (t["error"] or "").replace("|", "\\|")
         lines.append(
             f"| {t['name']} | {t['wave'] or ''} | {t['state']}{' (late)' if t['late'] else ''} "
-            f"| {t['revision'] or ''} | {took} | {error} |"
+            f"| {shown(t) or ''} | {took} | {error} |"
         )
     return "\n".join(lines) + "\n"

@@ -25,6 +25,7 @@ import psycopg
 from queueguard.errors import QueueguardError, UsageError
 from queueguard.fleet import apply, timing, verify
 from queueguard.fleet.resolved import Fleet
+from queueguard.fleet.state import said, said_target, shown, shown_target
 from queueguard.fleet.targets import Target, Wave
 from queueguard.fleet.verify import Q
 from queueguard.pg import scratch
@@ -88,6 +89,7 @@ def plan(
 ) -> dict[str, Any]:
     mset = fleet.mset
     target = mset.resolve(to)
+    goal = said_target(mset, target, "target", "targetHeads")
     near = neighbours(fleet.targets)
     with ThreadPoolExecutor(8) as pool:
         reads = list(pool.map(lambda t: read(mset, t, near.get(t.name, ())), fleet.targets))
@@ -103,8 +105,8 @@ def plan(
             groups.setdefault((r.revision, r.fingerprint), []).append(r)
     entries: dict[str, dict[str, Any]] = {}
     for r in reads:
-        entries[r.target.name] = {"name": r.target.name, "revision": r.revision,
-                                  "target": target, "error": r.error}  # fmt: skip
+        entries[r.target.name] = {"name": r.target.name, **said(mset, r.revision),
+                                  **goal, "error": r.error}  # fmt: skip
         if r.error is None and not mset.pending(r.revision, to):
             entries[r.target.name] |= {"estimateMs": 0.0, "longestLockMs": 0.0, "over": [],
                                        "pending": []}  # fmt: skip
@@ -140,7 +142,7 @@ def plan(
     ok = all(e["error"] is None and not e.get("over") for e in doc_targets)
     return {
         "format": mset.format,
-        "target": target,
+        **goal,
         "maxLockMs": max_lock_ms,
         "ok": ok,
         "targets": doc_targets,
@@ -283,10 +285,11 @@ def text(doc: dict[str, Any]) -> str:
                      f"{w['parallel']}, {w['predictedMs'] / 1000:.1f} s")  # fmt: skip
     for t in doc["targets"]:
         if t["error"]:
-            lines.append(f"    {t['name']}: at {t['revision'] or 'nothing'}: {t['error']}")
+            lines.append(f"    {t['name']}: at {shown(t) or 'nothing'}: {t['error']}")
             continue
         took, lock = t["estimateMs"] / 1000, t["longestLockMs"]
-        line = (f"    {t['name']}: {t['revision'] or 'empty'} -> {t['target']}, "
+        goal = shown_target(t, "target", "targetHeads")
+        line = (f"    {t['name']}: {shown(t) or 'empty'} -> {goal}, "
                 f"{took:.2f} s, longest lock {lock:.0f} ms")  # fmt: skip
         if t.get("over"):
             line += f", {len(t['over'])} statement(s) over --max-lock"
@@ -304,10 +307,11 @@ def markdown(doc: dict[str, Any]) -> str:
              "|---|---|---:|---:|---|"]  # fmt: skip
     for t in doc["targets"]:
         if t["error"]:
-            lines.append(f"| {t['name']} | {t['revision'] or ''} | | | {t['error']} |")
+            lines.append(f"| {t['name']} | {shown(t) or ''} | | | {t['error']} |")
             continue
         over = "<br>".join(f"`{o['sql'][:80]}` {o['heldMs']:.0f} ms" for o in t.get("over", []))
         took, lock = t["estimateMs"] / 1000, t["longestLockMs"]
-        lines.append(f"| {t['name']} | {t['revision'] or 'empty'} → {t['target']} | "
+        goal = shown_target(t, "target", "targetHeads")
+        lines.append(f"| {t['name']} | {shown(t) or 'empty'} → {goal} | "
                      f"{took:.2f} s | {lock:.0f} ms | {over} |")  # fmt: skip
     return "\n".join(lines) + "\n"

@@ -19,6 +19,7 @@ import psycopg
 from queueguard.errors import QueueguardError
 from queueguard.fleet import apply
 from queueguard.fleet.resolved import Fleet
+from queueguard.fleet.state import said, said_target, shown, shown_target
 from queueguard.fleet.targets import Target
 from queueguard.pg.connect import connect, reason
 from queueguard.pg.sqlfiles import queries
@@ -110,7 +111,7 @@ def verify(fleet: Fleet, fresh: Path | None = None) -> dict[str, Any]:
         except (QueueguardError, psycopg.Error) as exc:
             message = reason(exc) if isinstance(exc, psycopg.Error) else str(exc)
             return {"name": t.name, "reached": False, "error": message.splitlines()[0]}
-        return {"name": t.name, "reached": True, "revision": at, "atHead": mset.at_head(at),
+        return {"name": t.name, "reached": True, **said(mset, at), "atHead": mset.at_head(at),
                 "objects": objects, "fingerprint": fingerprint(objects)}  # fmt: skip
 
     with ThreadPoolExecutor(8) as pool:
@@ -141,7 +142,7 @@ def verify(fleet: Fleet, fresh: Path | None = None) -> dict[str, Any]:
         and not any(fresh_diff.values())
     )
     return {
-        "head": head,
+        **said_target(mset, head, "head", "heads"),
         "ok": ok,
         "groups": [{"fingerprint": g, "targets": names, "reference": g == reference}
                    for g, names in sorted(groups.items(), key=lambda kv: -len(kv[1]))],
@@ -187,7 +188,8 @@ def _fresh(path: Path, skip: list[str], as_schema: bool) -> Objects:
 
 
 def text(doc: dict[str, Any]) -> str:
-    lines = [f"fleet verify: {'ok' if doc['ok'] else 'FAILED'} (head {doc['head']})"]
+    head = shown_target(doc, "head", "heads")
+    lines = [f"fleet verify: {'ok' if doc['ok'] else 'FAILED'} (head {head})"]
     for g in doc["groups"]:
         mark = " (reference: " + doc["reference"]["chosen"] + ")" if g["reference"] else ""
         lines.append(f"  catalog {g['fingerprint']}: {len(g['targets'])} target(s){mark}")
@@ -196,7 +198,9 @@ def text(doc: dict[str, Any]) -> str:
             lines.append(f"  {t['name']}: unreachable: {t['error']}")
             continue
         if not t["atHead"]:
-            lines.append(f"  {t['name']}: at {t['revision']}, not head {doc['head']}")
+            lines.append(
+                f"  {t['name']}: at {shown(t)}, not head {shown_target(doc, 'head', 'heads')}"
+            )
         for d in t.get("differences", []):
             lines.append(f"  {t['name']}: {d}")
     fresh = doc.get("fresh")
@@ -215,5 +219,5 @@ def markdown(doc: dict[str, Any]) -> str:
             lines.append(f"| {t['name']} | unreachable | | {t['error']} |")
             continue
         diffs = "<br>".join(d.replace("|", "\\|") for d in t.get("differences", []))
-        lines.append(f"| {t['name']} | {t['revision']} | {t['fingerprint']} | {diffs} |")
+        lines.append(f"| {t['name']} | {shown(t) or ''} | {t['fingerprint']} | {diffs} |")
     return "\n".join(lines) + "\n"
