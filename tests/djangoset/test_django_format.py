@@ -330,6 +330,24 @@ def test_lint_reads_the_captured_statements_and_flags_an_apps_two_leaves(shop: P
     assert "`migrate` would refuse them" in problem and "makemigrations --merge" in fix
 
 
+def test_lint_with_a_target_observes_the_pending_migrations(
+    shop: Path, make_db: Callable[..., str], pg_admin_dsn: str
+) -> None:
+    """`lint --dsn` on a Django project: a pending migration's captured statement carries
+    what its trace on a copy of the target saw; an applied one keeps the static guess."""
+    from queueguard.lint.foreign import lint_set
+
+    target = make_db()
+    manage(shop, target, "migrate", "catalog", "0003_backfill_sku")
+    report = lint_set(load(shop, "django", target), dsn=target, scratch_admin=pg_admin_dsn)
+    got = {s.revision: s for s in report.flagged}
+    build = got["catalog.0004_product_sku_index"]
+    assert build.observation is not None and build.cost.startswith("observed:")
+    assert "SHARE UPDATE EXCLUSIVE on catalog_product" in build.cost  # a concurrent build
+    applied = got["catalog.0002_product_sku_stock"]
+    assert applied.observation is None and not applied.cost.startswith("observed:")
+
+
 ORDER_TOTAL = """
 from django.db import migrations, models
 

@@ -170,27 +170,26 @@ def _observe(
 def _matched(
     mset: MigrationSet, bills: dict[str, list[Line]], found: _Statements
 ) -> dict[Key, Line]:
-    """Each traced line matched to the statement it ran: a SQL revision's by text
-    (transaction control is not traced); a Python revision's linted text is its traced
-    statements themselves, by place — or by text where one execute sent several."""
+    """Each traced line matched, in order, to the statement it ran, by text: a SQL
+    revision's file (transaction control is not traced); a Python revision's linted text
+    (its traced statements themselves, or Django's capture on an empty database, where a
+    statement that ran on one side only is left unmatched)."""
     lines: dict[Key, Line] = {}
     for rid, bill_lines in bills.items():
         statements = mset.get(rid).statements
         if statements is None:
-            linted = sorted(k[1] for k in found.by_key if k[0] == rid)
-            if len(linted) == len(bill_lines):
-                lines.update(((rid, i), line) for i, line in zip(linted, bill_lines, strict=True))
-                continue
-            by_text = {_bare(found.by_key[(rid, i)][1].sql): i for i in reversed(linted)}
-            for line in bill_lines:
-                index = by_text.get(_bare(server_text(line.seen.sql)))
-                if index is not None:
-                    lines[(rid, index)] = line
-            continue
-        pending = list(bill_lines)
-        for index, sql in enumerate(statements):
-            if pending and pending[0].seen.sql == sql:
-                lines[(rid, index)] = pending.pop(0)
+            keys = sorted(k[1] for k in found.by_key if k[0] == rid)
+            texts = [_bare(found.by_key[(rid, i)][1].sql) for i in keys]
+            ran = [_bare(server_text(line.seen.sql)) for line in bill_lines]
+        else:
+            keys, texts = list(range(len(statements))), list(statements)
+            ran = [line.seen.sql for line in bill_lines]
+        at = 0
+        for index, sql in zip(keys, texts, strict=True):
+            hit = next((j for j in range(at, len(ran)) if ran[j] == sql), None)
+            if hit is not None:
+                lines[(rid, index)] = bill_lines[hit]
+                at = hit + 1
     return lines
 
 
