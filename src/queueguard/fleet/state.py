@@ -1,7 +1,7 @@
-"""A target's state as the fleet's documents say it (pure): a revision where the set's
-revisions form a line (Alembic's several heads joined, as `status` joins them); a Django
-database's applied set as each app's latest applied migration — `revision` null and
-`latestApplied`, as `status`, `plan` and `upgrade` say it for one database."""
+"""A target's state as the fleet's documents say it (pure): a revision (an Alembic state of
+several heads as their ids joined by `,`); a Django database's applied set as each app's
+latest applied migration — `revision` null and `latestApplied`, as `status`, `plan` and
+`upgrade` say it for one database."""
 
 from __future__ import annotations
 
@@ -38,4 +38,5 @@ def said_target(mset: MigrationSet, state: str | None, one: str, many: str) -> d
 
 
 def shown_target(entry: dict[str, Any], one: str, many: str) -> str:
+    """`said_target`'s fields on one line of text."""
     return entry.get(one) or ", ".join(entry.get(many) or []) or "nothing"

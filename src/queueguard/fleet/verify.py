@@ -198,9 +198,7 @@ def text(doc: dict[str, Any]) -> str:
             lines.append(f"  {t['name']}: unreachable: {t['error']}")
             continue
         if not t["atHead"]:
-            lines.append(
-                f"  {t['name']}: at {shown(t)}, not head {shown_target(doc, 'head', 'heads')}"
-            )
+            lines.append(f"  {t['name']}: at {shown(t)}, not head {head}")
         for d in t.get("differences", []):
             lines.append(f"  {t['name']}: {d}")
     fresh = doc.get("fresh")
