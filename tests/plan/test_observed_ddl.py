@@ -351,48 +351,51 @@ def test_every_revision_is_planned_in_order_with_a_sample(observed: Plan) -> Non
     assert doc["schemaVersion"] == 1 and doc["format"] == "sqldir" and doc["sampleRows"] == 500
 
 
+def _traced_rewrite(admin_dsn: str, statements: list[str]) -> tuple[list[Any], Any, Any]:
+    """`apply.traced` on ten rows of `t` (c int) beside a sequence `s`: what it saw, the
+    sequence's last value and max(c) after it."""
+    from queueguard.pg import scratch
+    from queueguard.upgrade.plan import apply
+
+    with scratch.ScratchDatabases(admin_dsn, prefix="qgrep") as databases:
+        dsn = databases.create()
+        with psycopg.connect(dsn) as conn:
+            conn.execute("CREATE SEQUENCE s; CREATE TABLE t (c int);"
+                         "INSERT INTO t SELECT g FROM generate_series(1, 10) g")  # fmt: skip
+            conn.commit()
+            seen = apply.traced(conn, dsn, statements)
+            last = conn.execute("SELECT last_value FROM s").fetchone()
+            top = conn.execute("SELECT max(c) FROM t").fetchone()
+    return seen, last, top
+
+
 def test_a_rewrite_is_timed_as_the_median_of_several_runs_the_last_one_kept(
     pg_admin_dsn: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A statement that rewrote a table is run REPEATS times (rolled back but the last), so
     one run's swing does not make the bill: the sequence its USING draws from (not rolled
     back) shows every run, the table holds the last run's values."""
-    from queueguard.pg import scratch
     from queueguard.upgrade.plan import apply
 
     monkeypatch.setattr(apply, "REPEAT_ABOVE_S", 0.0)
-    with scratch.ScratchDatabases(pg_admin_dsn, prefix="qgrep") as databases:
-        dsn = databases.create()
-        with psycopg.connect(dsn) as conn:
-            conn.execute("CREATE SEQUENCE s; CREATE TABLE t (c int);"
-                         "INSERT INTO t SELECT g FROM generate_series(1, 10) g")  # fmt: skip
-            conn.commit()
-            seen = apply.traced(conn, dsn, [
-                "ALTER TABLE t ALTER COLUMN c TYPE bigint USING c + nextval('s')",
-                "ALTER TABLE t ADD COLUMN d int",  # no rewrite: run once
-            ])  # fmt: skip
-            assert seen[0].rewrites == ["t"] and not seen[1].rewrites
-            assert conn.execute("SELECT last_value FROM s").fetchone() == (10 * apply.REPEATS,)
-            top = conn.execute("SELECT max(c) FROM t").fetchone()
-            assert top == (10 + 10 * apply.REPEATS,)
+    seen, last, top = _traced_rewrite(pg_admin_dsn, [
+        "ALTER TABLE t ALTER COLUMN c TYPE bigint USING c + nextval('s')",
+        "ALTER TABLE t ADD COLUMN d int",  # no rewrite: run once
+    ])  # fmt: skip
+    assert seen[0].rewrites == ["t"] and not seen[1].rewrites
+    assert last == (10 * apply.REPEATS,)
+    assert top == (10 + 10 * apply.REPEATS,)
 
 
 def test_a_long_rewrite_runs_once(pg_admin_dsn: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """A rewrite at or over REPEAT_BELOW_S on the sample is not repeated: its one run spans
     the swings a median smooths, and repeating it multiplies plan's longest step."""
-    from queueguard.pg import scratch
     from queueguard.upgrade.plan import apply
 
     monkeypatch.setattr(apply, "REPEAT_ABOVE_S", 0.0)
     monkeypatch.setattr(apply, "REPEAT_BELOW_S", 0.0)
-    with scratch.ScratchDatabases(pg_admin_dsn, prefix="qgrep") as databases:
-        dsn = databases.create()
-        with psycopg.connect(dsn) as conn:
-            conn.execute("CREATE SEQUENCE s; CREATE TABLE t (c int);"
-                         "INSERT INTO t SELECT g FROM generate_series(1, 10) g")  # fmt: skip
-            conn.commit()
-            seen = apply.traced(
-                conn, dsn, ["ALTER TABLE t ALTER COLUMN c TYPE bigint USING c + nextval('s')"]
-            )
-            assert seen[0].rewrites == ["t"]
-            assert conn.execute("SELECT last_value FROM s").fetchone() == (10,)
+    seen, last, _ = _traced_rewrite(
+        pg_admin_dsn, ["ALTER TABLE t ALTER COLUMN c TYPE bigint USING c + nextval('s')"]
+    )
+    assert seen[0].rewrites == ["t"]
+    assert last == (10,)
