@@ -9,46 +9,109 @@ The public API (stable; internal module paths may move):
 Layout: the runtime half (`core`, `runtime`, `stores`, `snapshot`) never imports the upgrade
 half (`upgrade`, `lint`); this module is where the two meet: it registers the upgrade
 framework's installer, so a `PostgresStore` on an empty database creates the head schema.
+
+The names are imported when first used (PEP 562): importing the package, as every
+`queueguard` command does first, loads neither the runtime nor the database driver.
 """
 
-from queueguard.core.history import task_payload
-from queueguard.core.keys import PhysicalQueue
-from queueguard.core.protocol import PROTOCOL
-from queueguard.core.store import Execution
-from queueguard.errors import (
-    ConnectionFailed,
-    DataDirVersionMismatch,
-    EmbeddedServerError,
-    InvalidDsn,
-    InvalidQueueKey,
-    IrreversibleMigration,
-    LegacySnapshotError,
-    LockTimeout,
-    MigrationError,
-    MigrationRefused,
-    NotOwner,
-    OlderHostsConnected,
-    PreflightFailed,
-    ProtocolMismatch,
-    QueueguardError,
-    QueueUnloaded,
-    SchemaTooOld,
-    SnapshotError,
-    StaleRangeError,
-    TamperedMigration,
-    UnknownSchema,
-    UsageError,
-    UserDataConflict,
-)
-from queueguard.runtime.matching import Matching
-from queueguard.stores import schema as _schema
-from queueguard.stores.memory import MemoryStore
-from queueguard.stores.postgres import PostgresStore
-from queueguard.upgrade.install import create_head_schema as _create_head_schema
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+from queueguard.core import installer as _installer
 
 __version__ = "0.4.0"
 
-_schema.register_installer(_create_head_schema)
+_ERRORS = (
+    "ConnectionFailed",
+    "DataDirVersionMismatch",
+    "EmbeddedServerError",
+    "InvalidDsn",
+    "InvalidQueueKey",
+    "IrreversibleMigration",
+    "LegacySnapshotError",
+    "LockTimeout",
+    "MigrationError",
+    "MigrationRefused",
+    "NotOwner",
+    "OlderHostsConnected",
+    "PreflightFailed",
+    "ProtocolMismatch",
+    "QueueguardError",
+    "QueueUnloaded",
+    "SchemaTooOld",
+    "SnapshotError",
+    "StaleRangeError",
+    "TamperedMigration",
+    "UnknownSchema",
+    "UsageError",
+    "UserDataConflict",
+)
+#: each public name -> the module it lives in
+_PUBLIC = {
+    "task_payload": "queueguard.core.history",
+    "PhysicalQueue": "queueguard.core.keys",
+    "PROTOCOL": "queueguard.core.protocol",
+    "Execution": "queueguard.core.store",
+    "Matching": "queueguard.runtime.matching",
+    "MemoryStore": "queueguard.stores.memory",
+    "PostgresStore": "queueguard.stores.postgres",
+    **dict.fromkeys(_ERRORS, "queueguard.errors"),
+}
+
+
+def _create_head_schema(dsn: str) -> None:
+    from queueguard.upgrade.install import create_head_schema
+
+    create_head_schema(dsn)
+
+
+_installer.register(_create_head_schema)
+
+
+def __getattr__(name: str) -> Any:
+    module = _PUBLIC.get(name)
+    if module is None:
+        raise AttributeError(f"module 'queueguard' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+if TYPE_CHECKING:
+    from queueguard.core.history import task_payload
+    from queueguard.core.keys import PhysicalQueue
+    from queueguard.core.protocol import PROTOCOL
+    from queueguard.core.store import Execution
+    from queueguard.errors import (
+        ConnectionFailed,
+        DataDirVersionMismatch,
+        EmbeddedServerError,
+        InvalidDsn,
+        InvalidQueueKey,
+        IrreversibleMigration,
+        LegacySnapshotError,
+        LockTimeout,
+        MigrationError,
+        MigrationRefused,
+        NotOwner,
+        OlderHostsConnected,
+        PreflightFailed,
+        ProtocolMismatch,
+        QueueguardError,
+        QueueUnloaded,
+        SchemaTooOld,
+        SnapshotError,
+        StaleRangeError,
+        TamperedMigration,
+        UnknownSchema,
+        UsageError,
+        UserDataConflict,
+    )
+    from queueguard.runtime.matching import Matching
+    from queueguard.stores.memory import MemoryStore
+    from queueguard.stores.postgres import PostgresStore
 
 __all__ = [
     "PROTOCOL",

@@ -14,6 +14,7 @@ from psycopg.types.json import Jsonb
 from psycopg_pool import ConnectionPool
 
 from queueguard.core.history import dedupe_starts, version_directive
+from queueguard.core.installer import Installer
 from queueguard.core.keys import PhysicalQueue
 from queueguard.core.protocol import PROTOCOL
 from queueguard.core.store import (
@@ -39,7 +40,7 @@ from queueguard.pg.connect import CONNECT_TIMEOUT_S, connection_lost, reason
 from queueguard.pg.dsn import application_name, redact, validate
 from queueguard.pg.sqlfiles import queries
 from queueguard.stores import schema
-from queueguard.stores.schema import Installer, check_protocol
+from queueguard.stores.schema import check_protocol
 
 Q = queries("queueguard.stores", "runtime.sql")
 Conn = psycopg.Connection[TupleRow]

@@ -10,7 +10,6 @@ runtime refuses: "run queueguard upgrade"); then the protocol handshake.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,6 +17,8 @@ import psycopg
 from psycopg.rows import TupleRow
 
 from queueguard import revisions
+from queueguard.core import installer as installer_hook
+from queueguard.core.installer import Installer
 from queueguard.core.protocol import PROTOCOL
 from queueguard.errors import ProtocolMismatch, SchemaTooOld, UnknownSchema
 from queueguard.pg.connect import connection
@@ -26,7 +27,6 @@ from queueguard.revisions import OUR_TABLES, ROLLOUT_SERVING, ROLLOUT_TABLE, VER
 
 Q = queries("queueguard.stores", "schema.sql")
 #: Creates the head schema in an empty database (given its DSN).
-Installer = Callable[[str], object]
 
 
 @dataclass(frozen=True)
@@ -121,16 +121,6 @@ def _rollout_serving(dsn: str, app: str, state: SchemaState) -> bool:
     return phase in ROLLOUT_SERVING
 
 
-_default_installer: Installer | None = None
-
-
-def register_installer(installer: Installer) -> None:
-    """Set the installer `prepare_runtime` uses by default (the top-level package wires the
-    upgrade framework's; the runtime half never imports it)."""
-    global _default_installer
-    _default_installer = installer
-
-
 def prepare_runtime(
     dsn: str, *, installer: Installer | bool = True, app: str = "queueguard"
 ) -> str:
@@ -143,7 +133,7 @@ def prepare_runtime(
     with connection(dsn, application_name=app) as conn:
         state = inspect(conn)
     if state.empty:
-        install = _default_installer if installer is True else installer or None
+        install = installer_hook.registered() if installer is True else installer or None
         if install is None:
             raise SchemaTooOld(None)
         install(dsn)

@@ -1,8 +1,9 @@
 # mypy: ignore-errors
 # (runs in the project's interpreter, beside its Django: not typed against ours)
 """queueguard's runner inside a Django project: this folder run by path with the project's own
-interpreter (`--python`), the project's folder as working directory. It (and its capture half,
-`queueguard_django_capture.py`, loaded by path) imports only the standard library and
+interpreter (`--python`), the project's folder as working directory. It (and its two halves
+beside it, loaded by path: `queueguard_django_connection.py`, the settings and the
+connection, and `queueguard_django_capture.py`) imports only the standard library and
 Django, and speaks JSON lines with queueguard on two file descriptors of its own (commands
 in, events out); the project's prints and logging go to stderr.
 
@@ -45,14 +46,6 @@ import traceback
 _HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path[:] = [p for p in sys.path if os.path.abspath(p or os.curdir) != _HERE]
 
-#: where an alias that must not be reached points (a socket directory that does not exist:
-#: a connection fails at once, loudly)
-REFUSED_HOST = "/nonexistent/queueguard-refused"
-#: the project's own libpq `options` of each DATABASES entry, kept across overrides
-_OWN_OPTIONS = {}
-#: the setup message, for a later change of the session's settings (a longer lock_timeout)
-_GIVEN = {}
-
 
 class Channel:
     def __init__(self, commands: int, events: int) -> None:
@@ -78,113 +71,6 @@ def _plain(value):
     if isinstance(value, (bytes, memoryview)):
         return bytes(value).hex()
     return str(value)
-
-
-# --- settings ----------------------------------------------------------------------------
-
-
-def _override(databases, alias, given):
-    """The connection fields of DATABASES[alias] replaced by the target's, in place (the
-    connection handler may hold this very dict); every other alias refused."""
-    if alias not in databases:
-        raise SystemExit(f"DATABASES has no alias {alias!r} (it has {sorted(databases)})")
-    entry = databases[alias]
-    for key in ("NAME", "USER", "PASSWORD", "HOST", "PORT"):
-        entry[key] = given["fields"].get(key, "")
-    options = entry.setdefault("OPTIONS", {})
-    own = _OWN_OPTIONS.setdefault(id(entry), options.get("options", ""))
-    libpq = dict(given["libpq"])
-    dsn_options = libpq.pop("options", "")
-    options.update(libpq)
-    extra = " ".join(f"-c {k}={v}" for k, v in given["settings"].items())
-    joined = f"{own} {dsn_options} {extra}"
-    options["options"] = " ".join(joined.split())
-    options["application_name"] = given["nonce"]
-    for other, entry_other in databases.items():
-        if other != alias:
-            entry_other["HOST"] = REFUSED_HOST
-            entry_other["PORT"] = ""
-
-
-def _close_all(connections):
-    """Every connection closed, and every pool of Django's psycopg backend (`OPTIONS`'
-    "pool", Django 5.1+) closed and forgotten: a pool keeps the connection settings it was
-    made with, so the next connection after a change (another database, new session
-    settings, a new nonce) must come from a new one. The pools are the backend class's,
-    shared by every thread."""
-    connections.close_all()
-    for alias in connections:
-        pools = getattr(type(connections[alias]), "_connection_pools", None)
-        if pools and alias in pools:
-            pools.pop(alias).close()
-
-
-def _reconfigure(settings_changed):
-    """The session settings of the next connections changed (every open one is closed)."""
-    from django.conf import settings
-    from django.db import connections
-
-    _GIVEN["settings"] = {**_GIVEN["settings"], **settings_changed}
-    _override(settings.DATABASES, _GIVEN["alias"], _GIVEN)
-    _override(connections.settings, _GIVEN["alias"], _GIVEN)
-    _close_all(connections)
-
-
-def setup(channel, message):
-    _GIVEN.update(message)
-    os.environ["DJANGO_SETTINGS_MODULE"] = message["module"]
-    if os.getcwd() not in sys.path:
-        sys.path.insert(0, os.getcwd())
-    from django.conf import settings
-
-    _override(settings.DATABASES, message["alias"], message)
-    import django
-
-    django.setup()
-    from django.db import connections
-
-    # a settings module that computes DATABASES late (in an app's ready()) or a connection
-    # opened at import: override again wherever the handler reads, and reconnect
-    _override(settings.DATABASES, message["alias"], message)
-    _override(connections.settings, message["alias"], message)
-    _close_all(connections)
-    connection = connections[message["alias"]]
-    from django.core.management import get_commands
-
-    migrate_app = get_commands().get("migrate")
-    pid = None
-    if message.get("connect") and connection.vendor == "postgresql":
-        with connection.cursor() as cursor:
-            cursor.execute("SELECT pg_backend_pid()")
-            pid = cursor.fetchone()[0]
-    channel.send(
-        ev="ready",
-        django=django.get_version(),
-        engine=connection.settings_dict["ENGINE"],
-        vendor=connection.vendor,
-        editor=f"{connection.SchemaEditorClass.__module__}.{connection.SchemaEditorClass.__name__}",
-        migrate=migrate_app if isinstance(migrate_app, str) else type(migrate_app).__module__,
-        pid=pid,
-        aliases=sorted(connections.settings),
-    )
-
-
-def retarget(channel, message):
-    """The alias pointed at another database (or none), its session settings replaced: one
-    runner serves a command's every database (queueguard checks the nonce there again)."""
-    from django.conf import settings
-    from django.db import connections
-
-    _GIVEN.update({k: message[k] for k in ("fields", "libpq", "settings", "nonce")})
-    _override(settings.DATABASES, _GIVEN["alias"], _GIVEN)
-    _override(connections.settings, _GIVEN["alias"], _GIVEN)
-    _close_all(connections)
-    pid = None
-    if message.get("connect"):
-        with connections[_GIVEN["alias"]].cursor() as cursor:
-            cursor.execute("SELECT pg_backend_pid()")
-            pid = cursor.fetchone()[0]
-    channel.send(ev="ready", pid=pid)
 
 
 # --- the graph ---------------------------------------------------------------------------
@@ -343,12 +229,18 @@ def applied(channel, connection):
     channel.send(ev="applied", applied=rows, table=recorder.has_table())
 
 
-# the capture half, beside this file (loaded by path: this folder is not searched for it)
-_spec = importlib.util.spec_from_file_location(
-    "queueguard_django_capture", os.path.join(_HERE, "queueguard_django_capture.py")
-)
-_capture = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(_capture)
+def _beside(name):
+    """A half of the runner beside this file (loaded by path: this folder is not searched)."""
+    spec = importlib.util.spec_from_file_location(name, os.path.join(_HERE, f"{name}.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+_capture = _beside("queueguard_django_capture")
+_connection = _beside("queueguard_django_connection")
+setup, retarget, _quit = _connection.setup, _connection.retarget, _connection.quit
+_GIVEN, _reconfigure = _connection.GIVEN, _connection.reconfigure
 _key, _node, _sqlstate = _capture._key, _capture._node, _capture._sqlstate
 
 
@@ -475,7 +367,7 @@ def main():
 
                 _capture.record(channel, connections[alias], message["id"])
             elif op == "quit":
-                channel.send(ev="bye")
+                _quit(channel)
                 return
             else:
                 channel.send(ev="error", error=f"unknown command {op!r}")
