@@ -18,7 +18,7 @@ from queueguard.errors import LockTimeout, UsageError
 from queueguard.report.plan import markdown
 from queueguard.sets import django as django_format
 from queueguard.sets import load
-from queueguard.sets.django_process import Options, manage_py_settings
+from queueguard.sets.django_start import Options, manage_py_settings
 from queueguard.upgrade.foreign.runner import upgrade
 from queueguard.upgrade.foreign.session import Limits
 from queueguard.upgrade.plan import planner

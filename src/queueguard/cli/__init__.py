@@ -9,14 +9,18 @@ from __future__ import annotations
 import sys
 from collections.abc import Sequence
 
-from queueguard.cli.parser import build_parser
 from queueguard.errors import QueueguardError
-from queueguard.pg.dsn import redact
+from queueguard.sets import django_start
 
-__all__ = ["build_parser", "main"]
+__all__ = ["main"]
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    # a Django project's runner first: its start runs beside ours (`sets.django_start`)
+    django_start.early(sys.argv[1:] if argv is None else argv)
+    from queueguard.cli.parser import build_parser
+    from queueguard.pg.dsn import redact
+
     parser = build_parser()
     try:
         args = parser.parse_args(argv)

@@ -116,7 +116,7 @@ def _django_options(args: argparse.Namespace) -> None:
     """`--python`, `--settings`, `--database`, `--allow-custom-migrate`: how a Django
     project's code runs (read when its set is loaded)."""
     from queueguard.sets import django
-    from queueguard.sets.django_process import Options
+    from queueguard.sets.django_start import Options
 
     django.OPTIONS = Options(
         python=getattr(args, "python", None),

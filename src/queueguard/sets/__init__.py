@@ -28,7 +28,7 @@ _MODULES = {
     "django": "django",
 }
 #: where a format's `detect` lives when its adapter is costly to import
-_DETECTORS = {"alembic": "alembic_detect"}
+_DETECTORS = {"alembic": "alembic_detect", "django": "django_start"}
 
 
 def adapter(format_name: str) -> ModuleType:

@@ -23,7 +23,8 @@ from typing import Any
 
 from queueguard.errors import MigrationError, QueueguardError, UsageError
 from queueguard.pg.sqlfiles import queries
-from queueguard.sets.django_process import Options, Project, Runner, project
+from queueguard.sets.django_process import Runner
+from queueguard.sets.django_start import Options, Project, project
 from queueguard.sets.model import MigrationSet, Revision, heads_of, state_of
 
 FORMAT = "django"
@@ -38,15 +39,6 @@ Q = queries("queueguard.sets", "django.sql")
 #: the command line's word on a Django project (`--python`, `--settings`, `--database`),
 #: set by the CLI before a set is loaded
 OPTIONS = Options()
-
-
-def detect(root: Path) -> bool:
-    """A Django project: the folder of a manage.py that names a settings module."""
-    manage = root / "manage.py"
-    if not manage.is_file():
-        return False
-    text = manage.read_text(encoding="utf-8", errors="replace")
-    return "DJANGO_SETTINGS_MODULE" in text or "django" in text
 
 
 def _revision(entry: dict[str, Any]) -> Revision:

@@ -10,10 +10,8 @@ module that builds its connection some other way is refused, not trusted.
 
 from __future__ import annotations
 
-import ast
 import contextlib
 import json
-import os
 import subprocess
 import sys
 import threading
@@ -21,14 +19,15 @@ import uuid
 from collections import deque
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from queueguard.errors import MigrationError, UsageError
 from queueguard.pg import dsn as dsns
 from queueguard.pg.connect import connect
+from queueguard.sets.django_start import Project, adopt, spawn
 
-RUNNER = Path(__file__).with_name("django_runner")
+#: what the runner's setup says where the interpreter has no Django
+_NO_DJANGO = "No module named 'django'"
 #: a connection parameter of the DSN that is a DATABASES field, not a libpq key of OPTIONS
 _FIELDS = {"dbname": "NAME", "user": "USER", "password": "PASSWORD", "host": "HOST", "port": "PORT"}
 #: Django's own backends (and PostGIS's), whose schema editor queueguard knows
@@ -36,79 +35,6 @@ STOCK_ENGINES = (
     "django.db.backends.postgresql",
     "django.contrib.gis.db.backends.postgis",
 )
-
-
-@dataclass(frozen=True)
-class Project:
-    """Where a Django project is and how its code runs."""
-
-    root: Path  # the folder of its manage.py (the runner's working directory)
-    settings: str
-    python: str
-    alias: str = "default"
-    allow_custom: bool = False
-
-
-@dataclass(frozen=True)
-class Options:
-    """What the command line says about a Django project (`--python`, `--settings`,
-    `--database`, `--allow-custom-migrate`)."""
-
-    python: str | None = None
-    settings: str | None = None
-    alias: str = "default"
-    allow_custom: bool = False
-
-
-def manage_py_settings(root: Path) -> str | None:
-    """The settings module `manage.py` sets (`os.environ.setdefault("DJANGO_SETTINGS_MODULE",
-    "x.settings")`), read with `ast`, never executed."""
-    manage = root / "manage.py"
-    if not manage.is_file():
-        return None
-    try:
-        tree = ast.parse(manage.read_text(encoding="utf-8"))
-    except (SyntaxError, UnicodeDecodeError):
-        return None
-    for node in ast.walk(tree):
-        if not isinstance(node, ast.Call) or len(node.args) < 2:
-            continue
-        key, value = node.args[0], node.args[1]
-        if (
-            isinstance(key, ast.Constant)
-            and key.value == "DJANGO_SETTINGS_MODULE"
-            and isinstance(value, ast.Constant)
-            and isinstance(value.value, str)
-        ):
-            return value.value
-    return None
-
-
-def project(root: Path, options: Options) -> Project:
-    """The project at `root`: settings from `--settings`, else `DJANGO_SETTINGS_MODULE`, else
-    what manage.py sets; the interpreter from `--python`, else ours when Django imports
-    there."""
-    settings = options.settings or os.environ.get("DJANGO_SETTINGS_MODULE")
-    settings = settings or manage_py_settings(root)
-    if not settings:
-        raise UsageError(
-            f"{root}: no settings module (give --settings MODULE, set DJANGO_SETTINGS_MODULE, "
-            "or run from a project whose manage.py sets it)"
-        )
-    python = options.python or sys.executable
-    found = subprocess.run(
-        [python, "-c", "import django; print(django.get_version())"],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    if found.returncode != 0:
-        where = "--python" if options.python else "queueguard's interpreter"
-        raise UsageError(
-            f"Django does not import in {python} ({where}): give --python PATH, the "
-            "interpreter of the project's environment"
-        )
-    return Project(root, settings, python, options.alias, options.allow_custom)
 
 
 def connection_fields(dsn: str | None) -> tuple[dict[str, str], dict[str, str]]:
@@ -140,27 +66,13 @@ class Runner:
     _tail: deque[str] = field(default_factory=lambda: deque(maxlen=40))
 
     def __post_init__(self) -> None:
-        commands_r, commands_w = os.pipe()
-        events_r, events_w = os.pipe()
-        env = {**os.environ, "DJANGO_SETTINGS_MODULE": self.project.settings}
-        if self.project.python != sys.executable:  # another environment: not our paths
-            env.pop("PYTHONPATH", None)
-        try:
-            self._process = subprocess.Popen(
-                [self.project.python, str(RUNNER), "--commands", str(commands_r),
-                 "--events", str(events_w)],
-                cwd=self.project.root,
-                pass_fds=(commands_r, events_w),
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=subprocess.STDOUT,
-                env=env,
-            )  # fmt: skip
-        finally:
-            os.close(commands_r)
-            os.close(events_w)
-        self._commands = os.fdopen(commands_w, "w", encoding="utf-8")
-        self._events = os.fdopen(events_r, "r", encoding="utf-8")
+        # the runner the command line started first thing for this project, else a new one
+        process = adopt(self.project) or spawn(self.project)
+        self._process, self._commands, self._events = (
+            process.popen,
+            process.commands,
+            process.events,
+        )
         self._relay = threading.Thread(target=self._show_output, daemon=True)
         self._relay.start()
         self._setup()
@@ -266,8 +178,14 @@ class Runner:
             settings["default_transaction_read_only"] = "on"
         try:
             ready = self._ask_setup(fields, libpq, nonce, settings)
-        except MigrationError:
+        except MigrationError as exc:
             self.close()
+            if _NO_DJANGO in str(exc):
+                where = "--python" if self.project.python != sys.executable else "queueguard's"
+                raise UsageError(
+                    f"Django does not import in {self.project.python} ({where} interpreter): "
+                    "give --python PATH, the interpreter of the project's environment"
+                ) from None
             raise
         self.facts = ready
         if self.dsn is not None:

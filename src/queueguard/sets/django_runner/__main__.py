@@ -332,6 +332,18 @@ def _migrate_class(allow_custom):
     return importlib.import_module("django.core.management.commands.migrate").Command
 
 
+def _preload():
+    """Django's own modules imported while queueguard starts: none of the project's code, no
+    settings and no database driver (those come with `setup`, as `migrate` would load them)."""
+    try:
+        import django.core.management.commands.migrate
+        import django.db.migrations.autodetector
+        import django.db.migrations.executor
+        import django.db.models  # noqa: F401
+    except Exception:  # no Django here, or one that needs its settings: setup says so
+        pass
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--commands", type=int, required=True)
@@ -340,6 +352,7 @@ def main():
     channel = Channel(args.commands, args.events)
     os.dup2(2, 1)  # the project's prints go to stderr, shown with their migration
     sys.stdout = sys.stderr
+    _preload()
     alias = None
     while True:
         message = channel.receive()
