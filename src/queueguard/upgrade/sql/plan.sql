@@ -22,11 +22,14 @@ WHERE l.pid = %(pid)s AND l.locktype = 'relation'
 SELECT EXISTS (SELECT 1 FROM pg_locks WHERE pid = %(pid)s AND NOT granted);
 
 -- name: relations
--- Every user relation with its file node (a rewrite gives it a new one) and kind.
-SELECT c.oid, c.oid::regclass::text, c.relkind::text, pg_relation_filenode(c.oid),
-       CASE WHEN c.relkind = 'i' THEN (SELECT i.indrelid FROM pg_index i WHERE i.indexrelid = c.oid) END
+-- Every user relation with its file node (a rewrite gives it a new one) and kind. Read
+-- around every statement a plan watches, so kept cheap: the file node as pg_class holds it
+-- (a user relation is never mapped; 0, no storage, said as NULL as pg_relation_filenode
+-- says it) and an index's table by a join (a function call and a subquery per row cost 4x).
+SELECT c.oid, c.oid::regclass::text, c.relkind::text, NULLIF(c.relfilenode, 0), i.indrelid
 FROM pg_class c
 JOIN pg_namespace n ON n.oid = c.relnamespace
+LEFT JOIN pg_index i ON i.indexrelid = c.oid
 WHERE c.relkind IN ('r', 'p', 'm', 'i', 't', 'S')
   AND n.nspname NOT IN ('pg_catalog', 'information_schema', 'pg_toast')
   AND n.nspname NOT LIKE 'pg_temp%' AND n.nspname NOT LIKE 'pg_toast_temp%';
@@ -35,13 +38,17 @@ WHERE c.relkind IN ('r', 'p', 'm', 'i', 't', 'S')
 -- Whole-table reads this transaction made so far, per table (not yet in
 -- pg_stat_user_tables): its sequential scans, plus one for every half of the table's rows its
 -- indexes returned — a foreign key validated by a merge join over an index-only scan reads
--- no heap but walks the whole index; a lookup of a few rows does not count.
+-- no heap but walks the whole index; a lookup of a few rows does not count. The tables are
+-- pg_stat_xact_user_tables' own, read without the view's other columns.
 SELECT relid, scans FROM (
-  SELECT t.relid,
-         t.seq_scan + floor(2 * COALESCE((SELECT sum(pg_stat_get_xact_tuples_returned(i.indexrelid))
-                                          FROM pg_index i WHERE i.indrelid = t.relid), 0)
-                          / greatest(c.reltuples, 1))::bigint AS scans
-  FROM pg_stat_xact_user_tables t JOIN pg_class c ON c.oid = t.relid
+  SELECT c.oid AS relid,
+         pg_stat_get_xact_numscans(c.oid)
+         + floor(2 * COALESCE((SELECT sum(pg_stat_get_xact_tuples_returned(i.indexrelid))
+                               FROM pg_index i WHERE i.indrelid = c.oid), 0)
+                 / greatest(c.reltuples, 1))::bigint AS scans
+  FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+  WHERE c.relkind IN ('r', 't', 'm', 'p')
+    AND n.nspname NOT IN ('pg_catalog', 'information_schema') AND n.nspname !~ '^pg_toast'
 ) s
 WHERE scans > 0;
 
