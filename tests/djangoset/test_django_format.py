@@ -373,3 +373,36 @@ def test_migrate_is_given_djangos_leaves(shop: Path, make_db: Callable[..., str]
         "orders.0004_order_total",
     ]
     assert sorted(_recorded(ours)) == sorted(_recorded(native))
+
+
+def test_a_statements_before_is_the_previous_ones_after(
+    shop: Path, make_db: Callable[..., str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Within a migration's transaction, the session read after one statement stands for the
+    session before the next (nothing is sent between): what each statement did is the same
+    as when it is read again."""
+    from queueguard.upgrade.plan import django_revision, python_revision
+
+    mset = load(shop, "django")
+    reused = django_revision.capture(mset, make_db(), mset.pending(None)).traced
+    reads = 0
+    fresh_run = python_revision._Watcher.run
+
+    def fresh(
+        self: object, conn: object, sql: str, execute: object, before: object = None
+    ) -> object:
+        nonlocal reads
+        reads += 1
+        return fresh_run(self, conn, sql, execute, None)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(python_revision._Watcher, "run", fresh)
+    again = django_revision.capture(mset, make_db(), mset.pending(None)).traced
+
+    def what(traced: list[object]) -> list[tuple[object, ...]]:
+        return [
+            (s.sql, s.transactional, s.locks, s.created, s.rewrites, s.scans, s.origin)
+            for t in traced
+            for s in t.seen  # type: ignore[attr-defined]
+        ]
+
+    assert reads > 10 and what(reused) == what(again)

@@ -27,6 +27,7 @@ from queueguard.pg.sqlfiles import queries
 from queueguard.sets import MigrationSet, Revision
 from queueguard.sets import django as django_format
 from queueguard.sets.django_process import Runner
+from queueguard.upgrade.plan.observe import State
 from queueguard.upgrade.plan.python_revision import (
     Traced,
     _Watcher,
@@ -232,6 +233,9 @@ def capture(mset: MigrationSet, dsn: str, revisions: Sequence[Revision]) -> Capt
     project = django_format._project(mset)
     current: Migration | None = None
     started = 0.0
+    # the migration's session as read after its last watched statement, while nothing else
+    # has been sent since: the next statement's "before" (half the reads of a migration)
+    known: tuple[int, State] | None = None
     # one reader for the catalog and the sizes between migrations; one migration's "after"
     # is the next one's "before" (nothing runs between them in Django's executor)
     graph = django_format.graph_of(mset)
@@ -242,6 +246,8 @@ def capture(mset: MigrationSet, dsn: str, revisions: Sequence[Revision]) -> Capt
         runner.send(op="migrate", targets=targets, watch=True)
         for event in runner.events():
             kind = event["ev"]
+            if kind != "watch":
+                known = None
             if kind == "start":
                 runner.running = event["id"]
                 current = found.migrations[event["id"]] = Migration(event["id"])
@@ -253,7 +259,10 @@ def capture(mset: MigrationSet, dsn: str, revisions: Sequence[Revision]) -> Capt
             elif kind == "watch":
                 assert current is not None
                 current.statements.append(_kept(event))
-                _watch(runner, watcher, event)
+                pid = int(event["pid"])
+                session = known[1] if known and known[0] == pid else None
+                _watch(runner, watcher, event, session)
+                known = (pid, watcher.after) if watcher.after is not None else None
             elif kind == "stmt":
                 _other(found, current, event, project.alias)
             elif kind == "applied":
@@ -282,8 +291,9 @@ def _kept(event: dict[str, Any]) -> dict[str, Any]:
     return {k: event.get(k) for k in keys}
 
 
-def _watch(runner: Runner, watcher: _Watcher, event: dict[str, Any]) -> None:
-    """One statement of the migration's connection: read around it, through the runner."""
+def _watch(runner: Runner, watcher: _Watcher, event: dict[str, Any], before: State | None) -> None:
+    """One statement of the migration's connection: read around it, through the runner
+    (`before`: the session as it is now, known from the previous statement)."""
     remote = Remote(runner, int(event["pid"]), bool(event["autocommit"]))
 
     def execute() -> None:
@@ -293,7 +303,7 @@ def _watch(runner: Runner, watcher: _Watcher, event: dict[str, Any]) -> None:
             raise _StatementFailed(ran["error"])
 
     try:
-        watcher.run(remote, event["sql"], execute)  # type: ignore[arg-type]
+        watcher.run(remote, event["sql"], execute, before)  # type: ignore[arg-type]
         if watcher.seen and watcher.seen[-1].sql == event["sql"]:
             watcher.seen[-1].origin = event.get("origin")
     except _StatementFailed:

@@ -89,6 +89,9 @@ class _Watcher:
         self.dsn = dsn
         self.bookkeeping = bookkeeping
         self.seen: list[Observation] = []
+        #: the session as read after the last statement in a transaction (None: after one
+        #: in autocommit, or not read)
+        self.after: State | None = None
 
     def wanted(self, sql: str) -> bool:
         if _SETTING.match(sql):
@@ -107,19 +110,28 @@ class _Watcher:
             return
         self.seen.append(seen)
 
-    def run(self, conn: psycopg.Connection[Any], sql: str, execute: Callable[[], Any]) -> Any:
+    def run(
+        self,
+        conn: psycopg.Connection[Any],
+        sql: str,
+        execute: Callable[[], Any],
+        before: State | None = None,
+    ) -> Any:
         """An `alembic_tap.Around`: the statement, with the session read before and after
-        (outside a transaction: watched from other sessions while it runs)."""
+        (outside a transaction: watched from other sessions while it runs). `before`: the
+        session as the caller knows it is now, in the statement's transaction (read after
+        the previous statement, with nothing sent between), else read here."""
+        self.after = None
         if not self.wanted(sql):
             return execute()
         outside: tuple[OutsideWatch, dict[int, Relation]] | None = None
-        before: State | None = None
         wal = 0
         if conn.autocommit:
+            before = None
             rels = relations(conn)
             wal = _server_wal(conn)
             outside = (OutsideWatch(self.dsn, conn.info.backend_pid, rels), rels)
-        else:
+        elif before is None:
             before = state(conn)
         started = time.perf_counter()
         try:
@@ -140,7 +152,8 @@ class _Watcher:
                 wal_bytes=max(0, _server_wal(conn) - wal),
             )
         elif before is not None:
-            seen = diff(sql, before, state(conn), seconds)
+            self.after = state(conn)
+            seen = diff(sql, before, self.after, seconds)
         else:
             return result
         # its new relation files, read while they are there (before the commit)
