@@ -12,6 +12,7 @@ are there.
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from typing import Any
 
@@ -30,6 +31,7 @@ DEFAULT_ROWS = 100_000
 #: how long pg_dump waits for a table's ACCESS SHARE lock on the target before it gives up
 DUMP_LOCK_WAIT_MS = 10_000
 APPLICATION_NAME = "queueguard-plan"
+_SECTIONS = ("pre-data", "post-data")
 
 
 @contextmanager
@@ -176,7 +178,11 @@ def build(
     not copied (a schema target's neighbours: other tenants of its database). Both DSNs may
     carry a search_path (a schema target's sessions): tables are then named as it names them,
     on both sides alike."""
-    _load(scratch_dsn, _dump(target_dsn, "pre-data", leave_out), "tables")
+    # the two halves of the schema dumped side by side (two pg_dump processes at once)
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        pre, post = (pool.submit(_dump, target_dsn, s, leave_out) for s in _SECTIONS)
+        pre_data, post_data = pre.result(), post.result()
+    _load(scratch_dsn, pre_data, "tables")
     with read_only(target_dsn) as target, connection(scratch_dsn) as scratch:
         target_sizes = sizes(target, leave_out)
         fks = target.execute(Q["foreign_keys"], {"leave_out": list(leave_out)}).fetchall()
@@ -189,7 +195,9 @@ def build(
         target.rollback()
         scratch.commit()
         _prune_orphans(scratch, fks)
-    _load(scratch_dsn, _dump(target_dsn, "post-data", leave_out), "indexes and constraints")
+    _load(scratch_dsn, post_data, "indexes and constraints")
     with connection(scratch_dsn, autocommit=True) as scratch:
-        scratch.execute("VACUUM ANALYZE")  # sizes and row counts the scaling reads
+        tables = [r[0] for r in scratch.execute(Q["sample_tables"]).fetchall()]
+        if tables:  # sizes and row counts the scaling reads
+            scratch.execute(f"VACUUM ANALYZE {', '.join(tables)}")
     return target_sizes

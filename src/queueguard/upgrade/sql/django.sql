@@ -5,6 +5,9 @@
 -- name: catalog_objects
 -- Every user object with what a change to it alters: (its name, its table's name, a detail).
 -- (an index's table is the table it indexes: a rewrite of the table gives it a new file too)
+-- Read at every migration's end, so kept cheap: `oid >= 16384` (FirstNormalObjectId: no
+-- object initdb made has one, every later one has) lets the attributes, constraints and
+-- functions be read by index rather than by a scan of every system catalog's rows.
 SELECT c.relname, coalesce(t.relname, c.relname),
        c.relkind::text || ':' || pg_relation_filenode(c.oid)::text
 FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
@@ -18,12 +21,12 @@ FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid
 JOIN pg_namespace n ON n.oid = c.relnamespace
 LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum
 WHERE n.nspname NOT IN ('pg_catalog', 'information_schema') AND n.nspname NOT LIKE 'pg_toast%%'
-  AND c.relkind IN ('r', 'p', 'm', 'v', 'f') AND a.attnum > 0 AND NOT a.attisdropped
+  AND c.relkind IN ('r', 'p', 'm', 'v', 'f') AND a.attrelid >= 16384 AND a.attnum > 0 AND NOT a.attisdropped
 UNION ALL
 SELECT co.conname, coalesce(c.relname, ''), pg_get_constraintdef(co.oid) || ':' || co.convalidated::text
 FROM pg_constraint co JOIN pg_namespace n ON n.oid = co.connamespace
 LEFT JOIN pg_class c ON c.oid = co.conrelid
-WHERE n.nspname NOT IN ('pg_catalog', 'information_schema')
+WHERE co.oid >= 16384 AND n.nspname NOT IN ('pg_catalog', 'information_schema')
 UNION ALL
 SELECT ci.relname, c.relname, i.indisvalid::text
 FROM pg_index i JOIN pg_class ci ON ci.oid = i.indexrelid JOIN pg_class c ON c.oid = i.indrelid
@@ -37,7 +40,7 @@ WHERE NOT t.tgisinternal AND n.nspname NOT IN ('pg_catalog', 'information_schema
 UNION ALL
 SELECT p.proname, '', md5(pg_get_functiondef(p.oid))
 FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
-WHERE n.nspname NOT IN ('pg_catalog', 'information_schema') AND p.prokind IN ('f', 'p')
+WHERE p.oid >= 16384 AND n.nspname NOT IN ('pg_catalog', 'information_schema') AND p.prokind IN ('f', 'p')
 UNION ALL
 SELECT n.nspname, '', 'schema'
 FROM pg_namespace n

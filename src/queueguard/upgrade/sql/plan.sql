@@ -148,3 +148,13 @@ SELECT pg_database_size(current_database());
 -- Rows inserted, updated and deleted in each table since the statistics were reset: read
 -- twice, a few seconds apart, the writers' rate (`plan --online`'s change log).
 SELECT relid::regclass::text, n_tup_ins + n_tup_upd + n_tup_del FROM pg_stat_user_tables;
+
+-- name: sample_tables
+-- The scratch copy's own tables, for its VACUUM ANALYZE (a partition through its parent;
+-- the system catalogs left alone: nothing the scaling reads is theirs).
+SELECT quote_ident(n.nspname) || '.' || quote_ident(c.relname)
+FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+WHERE c.relkind IN ('r', 'm', 'p') AND NOT c.relispartition
+  AND n.nspname NOT IN ('pg_catalog', 'information_schema', 'pg_toast')
+  AND n.nspname !~ '^pg_temp'
+ORDER BY 1;
