@@ -333,15 +333,21 @@ def _migrate_class(allow_custom):
 
 
 def _preload():
-    """Django's own modules imported while queueguard starts: none of the project's code, no
-    settings and no database driver (those come with `setup`, as `migrate` would load them)."""
-    try:
-        import django.core.management.commands.migrate
-        import django.db.migrations.autodetector
-        import django.db.migrations.executor
-        import django.db.models  # noqa: F401
-    except Exception:  # no Django here, or one that needs its settings: setup says so
-        pass
+    """Django's own modules imported while queueguard starts, its PostgreSQL backend (and so
+    the driver it finds) last: none of the project's code and no settings (those come with
+    `setup`). A module that cannot import yet (no Django here, a driver the settings make
+    importable) is left to `setup`, which imports it again as `migrate` would."""
+    for module in (
+        "django.db.models",
+        "django.db.migrations.executor",
+        "django.db.migrations.autodetector",
+        "django.core.management.commands.migrate",
+        "django.db.backends.postgresql.base",
+    ):
+        try:
+            importlib.import_module(module)
+        except Exception:  # said by setup, in its turn
+            return
 
 
 def main():
