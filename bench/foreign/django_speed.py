@@ -139,18 +139,24 @@ def render(times: dict[str, list[float]], migrations: int, applied: int, command
             "|---|---:|---|---:|---:|---:|",
             *table,
             "",
-            "Where the difference goes (profiled with `python -m cProfile -m queueguard.cli` on "
-            "this project): both sides pay one Python start and one `django.setup()` in the "
-            "project's interpreter, and Django's `migrate` itself takes as long in queueguard's "
-            "runner as under `manage.py`. `upgrade` adds queueguard's own start (its CLI and "
-            "psycopg, about 0.4 s: the Django path imports neither Alembic nor SQLAlchemy), the "
-            "runner-lock session, the nonce looked up in `pg_stat_activity`, and the applied "
-            "set read before and after. `plan` adds the sample (`pg_dump --schema-only`, a "
-            "scratch database created and dropped) and, around each of the migrations' "
-            "statements, the session's locks, scans and relations read through the runner, "
-            "and the catalog read at each migration's end (what makes a migration opaque). "
-            "One runner process serves the whole command: it is pointed at the target, the "
-            "scratch copy and back (`sets/django.py`, `Graph.borrow`).",
+            "Where the difference goes (each command timed event by event: the runner's "
+            "messages and queueguard's connections): both sides pay one Python start and one "
+            "`django.setup()` in the project's interpreter, and Django's `migrate` itself takes "
+            "as long in queueguard's runner as under `manage.py`. queueguard starts the "
+            "project's runner first thing, before its own imports (`sets/django_start.py`): "
+            "the runner imports Django's own modules (about 0.2 s) on the other core while "
+            "queueguard imports its CLI and psycopg (about 0.1 s), and the project's settings "
+            "and `django.setup()` follow with the target's connection fields, as before; at "
+            "the end the runner exits without the interpreter's teardown. `upgrade` adds the "
+            "runner-lock session, the nonce looked up in `pg_stat_activity` and the applied "
+            "set read before and after. `plan` adds the sample (the two halves of `pg_dump "
+            "--schema-only` side by side, a scratch database created and dropped) and, around "
+            "each of the migrations' statements, the session's locks, scans and relations read "
+            "through the runner (once between two statements of one transaction: the first's "
+            "after is the second's before), and the catalog read at each migration's end (what "
+            "makes a migration opaque). One runner process serves the whole command: it is "
+            "pointed at the target, the scratch copy and back (`sets/django.py`, "
+            "`Graph.borrow`).",
         ]
     )
 

@@ -109,22 +109,26 @@ def cmd_rehearse(args: argparse.Namespace) -> int:
 # plan --------------------------------------------------------------------------------
 def cmd_plan(args: argparse.Namespace) -> int:
     from queueguard.pg.targets import parse_duration_ms
-    from queueguard.upgrade.plan.planner import plan
+    from queueguard.upgrade.plan.planner import plan, sample_ahead
     from queueguard.upgrade.plan.report import render_text
 
     output = _output(args)
     if args.sample_rows < 1:
         raise UsageError(f"--sample-rows must be at least 1, got {args.sample_rows}")
     max_lock = parse_duration_ms(args.max_lock) if args.max_lock else None
-    mset = _foreign_set(args)
-    result = plan(
-        mset,
-        _target(args, fallback=False),
-        to=args.to,
-        scratch_admin=args.scratch_dsn,
-        max_lock_ms=max_lock,
-        sample_rows=args.sample_rows,
-    )
+    target = _target(args, fallback=False)
+    # the scratch database made and the target's schema dumped while the set is read
+    with sample_ahead(target, scratch_admin=args.scratch_dsn) as ahead:
+        mset = _foreign_set(args)
+        result = plan(
+            mset,
+            target,
+            to=args.to,
+            scratch_admin=args.scratch_dsn,
+            max_lock_ms=max_lock,
+            sample_rows=args.sample_rows,
+            ahead=ahead,
+        )
     online = _online_bill(args, mset, result) if args.online else None
     doc = result.document()
     doc.pop("schemaVersion")

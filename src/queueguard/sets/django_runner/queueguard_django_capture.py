@@ -238,11 +238,10 @@ class Capture:
                 self._query(connection, command)
             elif op == "queries":  # several reads in one round trip (observe's pipeline)
                 self._queries(connection, command["queries"])
-            elif op == "go":
+            elif op == "go":  # `then`: reads of the session right after it, in the answer
                 started = time.perf_counter()
                 try:
                     result = execute(sql, params, many, context)
-                    self.channel.send(ev="ran", seconds=time.perf_counter() - started)
                 except Exception as exc:
                     error = exc
                     self.channel.send(
@@ -251,6 +250,16 @@ class Capture:
                         error=f"{type(exc).__name__}: {exc}".strip(),
                         sqlstate=_sqlstate(exc),
                     )
+                    continue
+                seconds = time.perf_counter() - started
+                try:
+                    results = self._read(connection, command.get("then") or [])
+                except Exception as exc:  # the statement ran: our reading failed
+                    self.channel.send(
+                        ev="ran", seconds=seconds, read_error=f"{type(exc).__name__}: {exc}"
+                    )
+                else:
+                    self.channel.send(ev="ran", seconds=seconds, results=results)
             elif op == "next":
                 break
         if error is not None:
@@ -258,17 +267,34 @@ class Capture:
         return result
 
     def _queries(self, connection, queries):
-        self.local.serving = True
-        answers = []
         try:
-            with connection.connection.cursor() as cursor:
-                for query in queries:
-                    cursor.execute(query["sql"], query.get("params"))
-                    rows = cursor.fetchall() if cursor.description is not None else []
-                    answers.append([list(r) for r in rows])
-            self.channel.send(ev="rows", results=answers)
+            self.channel.send(ev="rows", results=self._read(connection, queries))
         except Exception as exc:
             self.channel.send(ev="rows", error=f"{type(exc).__name__}: {exc}".strip())
+
+    def _read(self, connection, queries):
+        """Each query's rows, the queries sent together where the driver can (psycopg 3)."""
+        if not queries:
+            return []
+        self.local.serving = True
+        answers = []
+        raw = connection.connection
+        try:
+            if hasattr(raw, "pipeline"):  # psycopg 3: sent together, one trip to the server
+                cursors = [raw.cursor() for _ in queries]
+                with raw.pipeline():
+                    for n, query in enumerate(queries):
+                        cursors[n].execute(query["sql"], query.get("params"))
+            else:
+                cursors = []
+                for query in queries:
+                    cursors.append(raw.cursor())
+                    cursors[-1].execute(query["sql"], query.get("params"))
+            for cursor in cursors:
+                rows = cursor.fetchall() if cursor.description is not None else []
+                answers.append([list(r) for r in rows])
+                cursor.close()
+            return answers
         finally:
             self.local.serving = False
 

@@ -27,7 +27,8 @@ from queueguard.pg.sqlfiles import queries
 from queueguard.sets import MigrationSet, Revision
 from queueguard.sets import django as django_format
 from queueguard.sets.django_process import Runner
-from queueguard.upgrade.plan.observe import State
+from queueguard.upgrade.plan.observe import STATE_QUERIES, State
+from queueguard.upgrade.plan.observe import Q as Q_PLAN
 from queueguard.upgrade.plan.python_revision import (
     Traced,
     _Watcher,
@@ -61,6 +62,23 @@ class Remote:
         self.autocommit = autocommit
         self.info = SimpleNamespace(backend_pid=pid)
         self._batch: list[tuple[dict[str, Any], _Rows]] | None = None
+        #: the statement's own time, as the runner measured it
+        self.statement_seconds: float | None = None
+        #: the session read right after the statement, sent back with it: what `state`
+        #: reads then is answered from these, with no trip of its own
+        self.after: dict[str, list[list[Any]]] = {}
+
+    def go(self) -> None:
+        """Run the statement, and read the session right after it in the same trip."""
+        after = [Q_PLAN[q] for q in STATE_QUERIES]
+        self.runner.send(op="go", then=[{"sql": sql, "params": None} for sql in after])
+        ran = self.runner.receive()
+        self.statement_seconds = ran.get("seconds")
+        if ran.get("error"):
+            raise _StatementFailed(ran["error"])
+        if ran.get("read_error"):
+            raise MigrationError(f"reading the Django session: {ran['read_error']}")
+        self.after = dict(zip(after, ran["results"], strict=True))
 
     def execute(self, sql: str, params: Mapping[str, Any] | None = None) -> _Rows:
         query = {"sql": sql, "params": dict(params) if params else None}
@@ -84,7 +102,10 @@ class Remote:
         try:
             yield
             batch, self._batch = self._batch, None
-            if batch:
+            if batch and all(query["sql"] in self.after for query, _ in batch):
+                for query, rows in batch:  # read with the statement (`go`)
+                    rows.rows = [tuple(r) for r in self.after.pop(query["sql"])]
+            elif batch:
                 self.runner.send(op="queries", queries=[query for query, _ in batch])
                 for (_, rows), found in zip(batch, self._answer()["results"], strict=True):
                     rows.rows = [tuple(r) for r in found]
@@ -295,15 +316,8 @@ def _watch(runner: Runner, watcher: _Watcher, event: dict[str, Any], before: Sta
     """One statement of the migration's connection: read around it, through the runner
     (`before`: the session as it is now, known from the previous statement)."""
     remote = Remote(runner, int(event["pid"]), bool(event["autocommit"]))
-
-    def execute() -> None:
-        runner.send(op="go")
-        ran = runner.receive()
-        if ran.get("error"):
-            raise _StatementFailed(ran["error"])
-
     try:
-        watcher.run(remote, event["sql"], execute, before)  # type: ignore[arg-type]
+        watcher.run(remote, event["sql"], remote.go, before)  # type: ignore[arg-type]
         if watcher.seen and watcher.seen[-1].sql == event["sql"]:
             watcher.seen[-1].origin = event.get("origin")
     except _StatementFailed:

@@ -81,13 +81,15 @@ def relations(conn: psycopg.Connection[Any]) -> dict[int, Relation]:
     return {r[0]: Relation(r[0], r[1], r[2], r[3], r[4]) for r in rows}
 
 
+#: what `state` reads, in its order
+STATE_QUERIES = ("own_locks", "xact_scans", "relations", "server_wal")
+
+
 def state(conn: psycopg.Connection[Any]) -> State:
     """The session's locks, relations and scans, read in one round trip (a pipeline: the
-    three queries are sent together; it is read around every statement a plan watches)."""
+    queries are sent together; it is read around every statement a plan watches)."""
     with conn.pipeline():
-        locks_c, scans_c, rels_c, wal_c = (
-            conn.execute(Q[q]) for q in ("own_locks", "xact_scans", "relations", "server_wal")
-        )
+        locks_c, scans_c, rels_c, wal_c = (conn.execute(Q[q]) for q in STATE_QUERIES)
     locks = frozenset((r[0], r[1]) for r in locks_c.fetchall())
     scans = {r[0]: r[1] for r in scans_c.fetchall()}
     rels = {r[0]: Relation(r[0], r[1], r[2], r[3], r[4]) for r in rels_c.fetchall()}

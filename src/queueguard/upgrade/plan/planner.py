@@ -9,7 +9,8 @@ as `upgrade` applies it, each statement watched (`observe`), then priced (`bill`
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -201,12 +202,15 @@ def plan(
     sample_rows: int = sample.DEFAULT_ROWS,
     start: Mapping[str, int] | None = None,
     prepared: tuple[str, Mapping[str, bill.Size]] | None = None,
+    ahead: Callable[[], tuple[str, tuple[str, str]]] | None = None,
 ) -> Plan:
     """The bill of the pending revisions. `start`: {revision: first statement index} for a
     revision a previous run left part applied (its progress row): the bill starts there,
     each line's `index` still counting the statements billed. `prepared`: a sample of the
     target built already (the database to clone, the target's sizes read with it), so a
-    caller that needs more copies of one sample builds it once."""
+    caller that needs more copies of one sample builds it once. `ahead`: what
+    `sample_ahead` made while the set was read (an empty scratch database, the target's
+    schema dumped)."""
     current = current_revision(mset, target_dsn)
     pending = mset.pending(current, to)
     result = Plan(mset.format, current, mset.resolve(to), [], max_lock_ms, sample_rows)
@@ -220,6 +224,9 @@ def plan(
     with ScratchDatabases(admin, prefix="qgplan") as databases:
         if prepared is not None:
             copy, target_sizes = databases.create(template=prepared[0]), prepared[1]
+        elif ahead is not None:
+            copy, dumped = ahead()
+            target_sizes = sample.build(target_dsn, copy, sample_rows, dumped=dumped)
         else:
             copy = databases.create()
             target_sizes = sample.build(target_dsn, copy, sample_rows)
@@ -229,6 +236,26 @@ def plan(
         result.captured = {t.revision.id: t.captured for t in traced if t.captured is not None}
     _queue_behind(result, target_dsn)
     return result
+
+
+@contextmanager
+def sample_ahead(
+    target_dsn: str, *, scratch_admin: str | None = None
+) -> Iterator[Callable[[], tuple[str, tuple[str, str]]]]:
+    """The part of a sample that does not depend on the set, started in a thread while the
+    caller reads its set (a Django project's runner sets up for tenths of a second in a
+    process of its own): an empty scratch database and the target's schema dumped; the rows
+    are copied only when something is pending. Yields what waits for them, for `plan(...,
+    ahead=)`. Unused, its failure is not the plan's; its database is dropped at the end."""
+    admin = scratch_admin or scratch.database_dsn(target_dsn, "postgres")
+    # the pool ends first (waiting for both), then the databases are dropped
+    with (
+        ScratchDatabases(admin, prefix="qgplan") as databases,
+        ThreadPoolExecutor(max_workers=2) as pool,
+    ):
+        empty = pool.submit(databases.create)
+        dumped = pool.submit(sample.schema, target_dsn)
+        yield lambda: (empty.result(), dumped.result())
 
 
 @contextmanager

@@ -170,18 +170,27 @@ def _prune_orphans(scratch: psycopg.Connection[Any], fks: list[tuple[Any, ...]])
             return
 
 
+def schema(target_dsn: str, leave_out: Sequence[str] = ()) -> tuple[str, str]:
+    """The target's schema in its two halves (tables; indexes and constraints), dumped side
+    by side (two pg_dump processes at once)."""
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        pre, post = (pool.submit(_dump, target_dsn, s, leave_out) for s in _SECTIONS)
+        return pre.result(), post.result()
+
+
 def build(
-    target_dsn: str, scratch_dsn: str, rows: int = DEFAULT_ROWS, leave_out: Sequence[str] = ()
+    target_dsn: str,
+    scratch_dsn: str,
+    rows: int = DEFAULT_ROWS,
+    leave_out: Sequence[str] = (),
+    dumped: tuple[str, str] | None = None,
 ) -> Mapping[str, Size]:
     """Fill the empty database at `scratch_dsn` with the target's schema and a sample of its
     rows; the target's table sizes, read in the same pass. `leave_out`: schemas of the target
     not copied (a schema target's neighbours: other tenants of its database). Both DSNs may
     carry a search_path (a schema target's sessions): tables are then named as it names them,
-    on both sides alike."""
-    # the two halves of the schema dumped side by side (two pg_dump processes at once)
-    with ThreadPoolExecutor(max_workers=2) as pool:
-        pre, post = (pool.submit(_dump, target_dsn, s, leave_out) for s in _SECTIONS)
-        pre_data, post_data = pre.result(), post.result()
+    on both sides alike. `dumped`: the target's `schema`, dumped already."""
+    pre_data, post_data = dumped or schema(target_dsn, leave_out)
     _load(scratch_dsn, pre_data, "tables")
     with read_only(target_dsn) as target, connection(scratch_dsn) as scratch:
         target_sizes = sizes(target, leave_out)
