@@ -12,6 +12,7 @@ from typing import Any
 
 from queueguard.fleet import board
 from queueguard.fleet.control import STATES
+from queueguard.sets import MigrationSet
 
 #: how often the board is read from the control database and redrawn
 REFRESH_S = 1.0
@@ -56,12 +57,18 @@ class LiveBoard:
     """Redraws the board every REFRESH_S from `rows()`; `line` takes the run's state-change
     lines (shown under it)."""
 
-    def __init__(self, run: int, rows: Callable[[], list[tuple[Any, ...]]]) -> None:
+    def __init__(
+        self,
+        run: int,
+        rows: Callable[[], list[tuple[Any, ...]]],
+        mset: MigrationSet | None = None,
+    ) -> None:
         from rich.console import Console
         from rich.live import Live
 
         self.run = run
         self.rows = rows
+        self.mset = mset  # the run's set: its board's document is the one printed at the end
         self.recent: deque[str] = deque(maxlen=RECENT)
         self.live = Live(console=Console(stderr=True), auto_refresh=False)
         self._stop = threading.Event()
@@ -87,7 +94,7 @@ class LiveBoard:
 
     def _draw(self) -> None:
         try:
-            doc = board.document(self.run, self.rows())
+            doc = board.document(self.run, self.rows(), mset=self.mset)
         except Exception:  # a missed redraw: the next one comes in a second
             return
         self.live.update(render(doc, list(self.recent)), refresh=True)

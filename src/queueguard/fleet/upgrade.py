@@ -115,7 +115,8 @@ def upgrade(
 
             drawer = ctl.twin()
             stack.callback(drawer.close)
-            lines = stack.enter_context(LiveBoard(run_id, lambda: drawer.board(run_id))).line
+            board = LiveBoard(run_id, lambda: drawer.board(run_id), fleet.mset)
+            lines = stack.enter_context(board).line
         sink = Events(events, metrics, lambda: reader.board(run_id), lines)
         runner = Runner(
             ctl, run_id, runner_id, fleet.mset,

@@ -6,6 +6,7 @@ wrapper on every connection of every thread and at the driver; with `watch`, eac
 of the migration's own connection waits while queueguard reads the session around it.
 Standard library and Django only."""
 
+import contextlib
 import threading
 import time
 
@@ -235,7 +236,7 @@ class Capture:
             command = self.channel.receive()
             op = command["op"]
             if op == "query":
-                self._query(connection, command)
+                self._queries(connection, [command], one=True)
             elif op == "queries":  # several reads in one round trip (observe's pipeline)
                 self._queries(connection, command["queries"])
             elif op == "go":  # `then`: reads of the session right after it, in the answer
@@ -266,47 +267,30 @@ class Capture:
             raise error
         return result
 
-    def _queries(self, connection, queries):
+    def _queries(self, connection, queries, one=False):
+        """`query` (one: its rows) or `queries` (each one's rows), read and answered."""
         try:
-            self.channel.send(ev="rows", results=self._read(connection, queries))
+            found = self._read(connection, queries)
+            self.channel.send(ev="rows", **({"rows": found[0]} if one else {"results": found}))
         except Exception as exc:
             self.channel.send(ev="rows", error=f"{type(exc).__name__}: {exc}".strip())
 
     def _read(self, connection, queries):
         """Each query's rows, the queries sent together where the driver can (psycopg 3)."""
-        if not queries:
-            return []
         self.local.serving = True
-        answers = []
         raw = connection.connection
         try:
-            if hasattr(raw, "pipeline"):  # psycopg 3: sent together, one trip to the server
-                cursors = [raw.cursor() for _ in queries]
-                with raw.pipeline():
-                    for n, query in enumerate(queries):
-                        cursors[n].execute(query["sql"], query.get("params"))
-            else:
-                cursors = []
-                for query in queries:
-                    cursors.append(raw.cursor())
-                    cursors[-1].execute(query["sql"], query.get("params"))
+            cursors = [raw.cursor() for _ in queries]
+            together = hasattr(raw, "pipeline") and len(queries) > 1
+            with raw.pipeline() if together else contextlib.nullcontext():
+                for n, query in enumerate(queries):
+                    cursors[n].execute(query["sql"], query.get("params"))
+            answers = []
             for cursor in cursors:
                 rows = cursor.fetchall() if cursor.description is not None else []
                 answers.append([list(r) for r in rows])
                 cursor.close()
             return answers
-        finally:
-            self.local.serving = False
-
-    def _query(self, connection, command):
-        self.local.serving = True
-        try:
-            with connection.connection.cursor() as cursor:
-                cursor.execute(command["sql"], command.get("params"))
-                rows = cursor.fetchall() if cursor.description is not None else []
-            self.channel.send(ev="rows", rows=[list(r) for r in rows])
-        except Exception as exc:
-            self.channel.send(ev="rows", error=f"{type(exc).__name__}: {exc}".strip())
         finally:
             self.local.serving = False
 
