@@ -342,6 +342,7 @@ down_revision = "a1"
 def upgrade():
     op.create_index("ix_child_v", "child", ["v"])
     op.execute(sa.text("UPDATE child SET label = :label WHERE v = :v").bindparams(label="x", v=3))
+    op.execute("CREATE INDEX ix_child_label ON child (label); ALTER TABLE child ADD COLUMN w int")
 """
 
 
@@ -370,6 +371,11 @@ def test_dsn_lints_what_an_online_only_alembic_env_ran(
     assert index.cost.startswith("observed: SHARE on child while ix_child_v is built")
     # the UPDATE's placeholders parse as PostgreSQL's: no syntax error, nothing flagged
     assert ("b2", 1) not in got and all("syntax" not in s.code for s in report.flagged)
+    # one execute of two statements: each linted, each with the observation of them both
+    both = got[("b2", 2)]
+    assert both.code == "squawk.require-concurrent-index-creation"
+    # (the ALTER sent with it took ACCESS EXCLUSIVE: the trace cannot part them)
+    assert both.cost.startswith("observed: ACCESS EXCLUSIVE on child while ix_child_label is")
 
 
 def test_a_traced_statement_is_written_as_the_server_reads_it() -> None:

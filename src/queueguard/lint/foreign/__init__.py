@@ -17,13 +17,14 @@ from pathlib import Path
 from typing import Any
 
 from queueguard import sets
-from queueguard.errors import QueueguardError, UsageError
+from queueguard.errors import QueueguardError, SplitError, UsageError
 from queueguard.lint import squawk
 from queueguard.lint.foreign import rank
 from queueguard.lint.foreign.report import Flagged, SetLintReport
 from queueguard.lint.foreign.statements import Located, containing, locate, server_text
 from queueguard.lint.model import Finding, SqlFile
 from queueguard.sets import MigrationSet, Revision
+from queueguard.sets.split import split
 from queueguard.upgrade.plan.bill import Line, document
 
 __all__ = ["SetLintReport", "detect_set", "lint_set", "set_of_file"]
@@ -173,24 +174,38 @@ def _matched(
     """Each traced line matched, in order, to the statement it ran, by text: a SQL
     revision's file (transaction control is not traced); a Python revision's linted text
     (its traced statements themselves, or Django's capture on an empty database, where a
-    statement that ran on one side only is left unmatched)."""
+    statement that ran on one side only is left unmatched). One execute that sent several
+    statements (`op.execute("A; B")`) is one traced line: each of them is matched to it,
+    the observation of them together."""
     lines: dict[Key, Line] = {}
     for rid, bill_lines in bills.items():
         statements = mset.get(rid).statements
         if statements is None:
             keys = sorted(k[1] for k in found.by_key if k[0] == rid)
             texts = [_bare(found.by_key[(rid, i)][1].sql) for i in keys]
-            ran = [_bare(server_text(line.seen.sql)) for line in bill_lines]
+            ran = [
+                (_bare(part), line)
+                for line in bill_lines
+                for part in _parts(server_text(line.seen.sql))
+            ]
         else:
             keys, texts = list(range(len(statements))), list(statements)
-            ran = [line.seen.sql for line in bill_lines]
+            ran = [(line.seen.sql, line) for line in bill_lines]
         at = 0
         for index, sql in zip(keys, texts, strict=True):
-            hit = next((j for j in range(at, len(ran)) if ran[j] == sql), None)
+            hit = next((j for j in range(at, len(ran)) if ran[j][0] == sql), None)
             if hit is not None:
-                lines[(rid, index)] = bill_lines[hit]
+                lines[(rid, index)] = ran[hit][1]
                 at = hit + 1
     return lines
+
+
+def _parts(sql: str) -> list[str]:
+    """The statements one traced execute sent (itself when it cannot be split)."""
+    try:
+        return split(sql) or [sql]
+    except SplitError:
+        return [sql]
 
 
 def _bare(sql: str) -> str:
