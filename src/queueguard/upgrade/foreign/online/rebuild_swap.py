@@ -79,11 +79,11 @@ def swap(
     the ledger too. `limit`: the most logged changes it replays under the lock (None: all of
     them); `locked[0]` is set to when the lock was granted."""
     t = build.table
-    incoming = _read(conn, Q["incoming_foreign_keys"], t.oid)
+    (incoming,) = _read(conn, t.oid, "incoming_foreign_keys")
     children = sorted({row[0] for row in incoming})
     # the tables the table's foreign keys point at too: dropping the old table's keys takes
     # ACCESS EXCLUSIVE on them (taken first, not upgraded to half way)
-    parents = [row[0] for row in _read(conn, Q["referenced_tables"], t.oid)]
+    parents = [row[0] for row in _read(conn, t.oid, "referenced_tables")[0]]
     exclusive = ", ".join(dict.fromkeys([t.qualified, t.shadow, LOG, *children, *parents]))
     conn.execute(f"LOCK TABLE {exclusive} IN ACCESS EXCLUSIVE MODE")
     locked[0] = time.perf_counter()
@@ -92,7 +92,7 @@ def swap(
             f"rebuild: {t.qualified} was altered while it was rebuilt (its definition differs "
             "from its dump's); nothing was swapped: rerun, and the rebuild starts over"
         )
-    if _read(conn, Q["incoming_foreign_keys"], t.oid) != incoming:  # read before the lock
+    if _read(conn, t.oid, "incoming_foreign_keys")[0] != incoming:  # read before the lock
         raise MigrationError(
             f"rebuild: a foreign key to {t.qualified} changed as the swap began; nothing was "
             "swapped: rerun"
@@ -104,30 +104,34 @@ def swap(
     # all of it in one batch: nobody writes now, and a whole log leaves the shadow equal to
     # the table (a part could re-read a row whose unique value an untaken entry frees)
     replay_batch(conn, build.copy, logged + 1)
-    views = _read(conn, Q["dependent_views"], t.oid)
-    publications = _read(conn, Q["publications"], t.oid)
-    statistics = _read(conn, Q["statistics_objects"], t.oid)
-    _identities(conn, build)
-    for seq in t.serials:
-        conn.execute(f"ALTER SEQUENCE {seq.qualified} OWNED BY NONE")
-    for child, name, *_ in incoming:
-        conn.execute(f"ALTER TABLE {child} DROP CONSTRAINT {name}")
-    _retire(conn, build, publications, statistics)
-    conn.execute(f"ALTER TABLE {t.shadow} SET SCHEMA {quote(t.schema)}")
-    for view, definition, options in views:
-        with_options = f" WITH ({', '.join(options)})" if options else ""
-        conn.execute(f"CREATE OR REPLACE VIEW {view}{with_options} AS {definition}")
-    for seq in t.serials:
-        if seq.column in build.columns:
-            conn.execute(
-                f"ALTER SEQUENCE {seq.qualified} OWNED BY {t.qualified}.{quote(seq.column)}"
-            )
-        else:  # the statement dropped the column, and the plain one its sequence with it
-            conn.execute(f"DROP SEQUENCE {seq.qualified}")
-    _storage_parameters(conn, build)
-    validations = _recreate(conn, build, statistics, publications, incoming)
-    conn.execute(Q["ledger_create"])
-    conn.execute(Q["ledger_write"], (t.qualified, build.statement.sql, validations))
+    views, publications, statistics, own_keys = _read(
+        conn, t.oid, "dependent_views", "publications", "statistics_objects", "own_foreign_keys"
+    )
+    states = _identity_states(conn, build)
+    # the rest is DDL whose results nobody reads: sent as one pipeline, so the lock is held
+    # for the server's work and not for a trip to it and back per statement
+    with conn.pipeline():
+        _identities(conn, build, states)
+        for seq in t.serials:
+            conn.execute(f"ALTER SEQUENCE {seq.qualified} OWNED BY NONE")
+        for child, name, *_ in incoming:
+            conn.execute(f"ALTER TABLE {child} DROP CONSTRAINT {name}")
+        _retire(conn, build, publications, statistics, own_keys)
+        conn.execute(f"ALTER TABLE {t.shadow} SET SCHEMA {quote(t.schema)}")
+        for view, definition, options in views:
+            with_options = f" WITH ({', '.join(options)})" if options else ""
+            conn.execute(f"CREATE OR REPLACE VIEW {view}{with_options} AS {definition}")
+        for seq in t.serials:
+            if seq.column in build.columns:
+                conn.execute(
+                    f"ALTER SEQUENCE {seq.qualified} OWNED BY {t.qualified}.{quote(seq.column)}"
+                )
+            else:  # the statement dropped the column, and the plain one its sequence with it
+                conn.execute(f"DROP SEQUENCE {seq.qualified}")
+        _storage_parameters(conn, build)
+        validations = _recreate(conn, build, statistics, publications, incoming)
+        conn.execute(Q["ledger_create"])
+        conn.execute(Q["ledger_write"], (t.qualified, build.statement.sql, validations))
     return validations
 
 
@@ -168,18 +172,26 @@ def _recreate(
     return validations
 
 
-def _identities(conn: psycopg.Connection[Any], build: Build) -> None:
+def _identity_states(conn: psycopg.Connection[Any], build: Build) -> dict[str, tuple[Any, ...]]:
+    """{column: (last value, is_called)} of the old identity sequences the shadow keeps."""
+    states = {}
+    for seq in build.table.identities:
+        if seq.column in build.columns:
+            state = conn.execute(Q["sequence_state"].format(sequence=seq.qualified)).fetchone()
+            assert state is not None
+            states[seq.column] = tuple(state)
+    return states
+
+
+def _identities(
+    conn: psycopg.Connection[Any], build: Build, states: dict[str, tuple[Any, ...]]
+) -> None:
     """The shadow's identity sequences where the old ones are (nothing called them yet: the
     copy wrote every value)."""
-    t = build.table
-    for seq in t.identities:
-        if seq.column not in build.columns:
-            continue
-        state = conn.execute(Q["sequence_state"].format(sequence=seq.qualified)).fetchone()
-        assert state is not None
+    for column, (value, called) in states.items():
         conn.execute(
             Q["set_sequence"],
-            {"table": t.shadow, "column": seq.column, "value": state[0], "called": state[1]},
+            {"table": build.table.shadow, "column": column, "value": value, "called": called},
         )
 
 
@@ -188,6 +200,7 @@ def _retire(
     build: Build,
     publications: Sequence[tuple[Any, ...]],
     statistics: Sequence[tuple[Any, ...]],
+    own_keys: Sequence[tuple[Any, ...]],
 ) -> None:
     """The old table out of the way, kept (emptied of meaning) until the statement's last
     transaction drops it: its files go at that commit, which takes time in proportion to the
@@ -199,7 +212,7 @@ def _retire(
         conn.execute(f"ALTER PUBLICATION {publication} DROP TABLE ONLY {t.qualified}")
     for name, *_ in statistics:
         conn.execute(f"DROP STATISTICS {name}")
-    for (name,) in conn.execute(Q["own_foreign_keys"], {"oid": t.oid}).fetchall():
+    for (name,) in own_keys:
         conn.execute(f"ALTER TABLE {t.qualified} DROP CONSTRAINT {name}")
     conn.execute(f"CREATE SCHEMA {OLD_SCHEMA}")
     conn.execute(f"ALTER TABLE {t.qualified} SET SCHEMA {OLD_SCHEMA}")
@@ -219,15 +232,15 @@ def finish(conn: psycopg.Connection[Any]) -> None:
     conn.execute(f"DROP SCHEMA {SHADOW_SCHEMA}")
 
 
-def _read(conn: psycopg.Connection[Any], query: str, oid: int) -> list[tuple[Any, ...]]:
-    """Catalog rows with every name in them qualified (an empty search_path for the
-    definitions printed), the search_path given back after."""
+def _read(conn: psycopg.Connection[Any], oid: int, *names: str) -> list[list[tuple[Any, ...]]]:
+    """The rows of each named catalog query about the table, every name in them qualified
+    (an empty search_path for the definitions printed, given back after), in one trip."""
     saved = conn.execute("SELECT current_setting('search_path')").fetchone()
-    conn.execute("SELECT set_config('search_path', '', true)")
-    try:
-        return [tuple(r) for r in conn.execute(query, {"oid": oid}).fetchall()]
-    finally:
+    with conn.pipeline():
+        conn.execute("SELECT set_config('search_path', '', true)")
+        cursors = [conn.execute(Q[name], {"oid": oid}) for name in names]
         conn.execute("SELECT set_config('search_path', %s, true)", (saved[0] if saved else "",))
+    return [[tuple(r) for r in cursor.fetchall()] for cursor in cursors]
 
 
 def _literal(text: str) -> str:
