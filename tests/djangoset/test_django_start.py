@@ -62,3 +62,22 @@ def test_an_interpreter_without_django_is_a_usage_error(shop: Path, tmp_path: Pa
     bare.chmod(0o755)
     with pytest.raises(UsageError, match=r"Django does not import in .*python-bare \(--python"):
         django_format.load(shop, Options(python=str(bare)))
+
+
+def test_a_runner_no_command_took_ends_with_the_command(
+    shop: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from queueguard.cli import main
+
+    started: list[django_start.Process] = []
+
+    def spawn(proj: django_start.Project) -> django_start.Process:
+        started.append(django_start_spawn(proj))
+        return started[-1]
+
+    django_start_spawn = django_start.spawn
+    monkeypatch.setattr(django_start, "spawn", spawn)
+    # a usage error before the set is read: the runner started for it is not left waiting
+    assert main(["plan", "--migrations", str(shop), "--sample-rows", "0"]) == 2
+    assert len(started) == 1 and django_start._EARLY == {}
+    assert started[0].popen.wait(timeout=30) is not None

@@ -18,6 +18,13 @@ __all__ = ["main"]
 def main(argv: Sequence[str] | None = None) -> int:
     # a Django project's runner first: its start runs beside ours (`sets.django_start`)
     django_start.early(sys.argv[1:] if argv is None else argv)
+    try:
+        return _run(argv)
+    finally:
+        django_start.end_unadopted()  # not left waiting in a process that goes on
+
+
+def _run(argv: Sequence[str] | None) -> int:
     from queueguard.cli.parser import build_parser
     from queueguard.pg.dsn import redact
 

@@ -159,7 +159,7 @@ def early(argv: Sequence[str]) -> None:
             _EARLY[proj] = spawn(proj)
     except UsageError:
         return  # the command itself says so, in its turn
-    atexit.register(_end_unadopted)
+    atexit.register(end_unadopted)
 
 
 def requested(argv: Sequence[str]) -> tuple[Path, Options] | None:
@@ -200,8 +200,10 @@ def adopt(proj: Project) -> Process | None:
     return _EARLY.pop(proj, None)
 
 
-def _end_unadopted() -> None:
-    """A runner no command took: its channel closed, it ends at once (it exits on EOF)."""
+def end_unadopted() -> None:
+    """A runner no command took (the command failed first, or read another set): its
+    channel closed, it ends at once (it exits on EOF). Called when a command returns, and
+    at exit."""
     for process in _EARLY.values():
         with contextlib.suppress(OSError):
             process.commands.close()
