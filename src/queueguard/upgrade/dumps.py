@@ -38,3 +38,14 @@ def normalise_dump(text: str) -> str:
             line = f"{found[1]}{', '.join(kept)}{found[3]}"
         lines.append(line)
     return "\n".join(lines).strip() + "\n"
+
+
+#: psql's `\restrict KEY` and `\unrestrict KEY`, which pg_dump writes around a dump since
+#: PostgreSQL 17.6 and 18 (psql then refuses other meta-commands in between)
+_RESTRICT = re.compile(r"^\\(?:un)?restrict [A-Za-z0-9]+[ \t]*$", re.MULTILINE)
+
+
+def without_restrict(text: str) -> str:
+    """A dump read statement by statement, not by psql: its `\restrict` lines blanked
+    (each line kept, so a line number still points where it did)."""
+    return _RESTRICT.sub("", text)
