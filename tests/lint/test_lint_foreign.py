@@ -384,3 +384,19 @@ def test_a_traced_statement_is_written_as_the_server_reads_it() -> None:
     )
     assert server_text("INSERT INTO t VALUES (%s, %s)") == "INSERT INTO t VALUES ($1, $2)"
     assert server_text("SELECT 1") == "SELECT 1"
+
+
+def test_a_missing_squawk_is_said_before_anything_is_traced(
+    sqldir: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    import queueguard.lint.foreign as foreign
+    from queueguard.lint.squawk import SquawkUnavailable
+
+    monkeypatch.setenv("QUEUEGUARD_SQUAWK", str(tmp_path / "no-squawk"))
+
+    def traced(*_args: object) -> None:
+        raise AssertionError("traced before squawk was found")
+
+    monkeypatch.setattr(foreign, "_observe", traced)
+    with pytest.raises(SquawkUnavailable, match="no-squawk: no such file"):
+        lint_set(sets.load(sqldir), dsn="dbname=unused")

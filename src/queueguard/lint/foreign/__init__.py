@@ -223,6 +223,10 @@ def lint_set(
     """Lint a foreign set: one finding per statement; with `dsn`, observed on a copy of it.
     `only`: report the statements of these files alone (squawk reads each file on its own,
     so the rest of the set changes nothing about them)."""
+    # squawk found (and its version checked) first: a missing one is said before the
+    # statements are traced or captured (a Django project's capture takes its migrate's time)
+    binary = squawk_binary or squawk.locate()
+    version: str | None = squawk.checked_version(binary)
     target_at: str | None = None
     traced: list[str] | None = None
     bills: dict[str, list[Line]] = {}
@@ -236,12 +240,11 @@ def lint_set(
     found = _Statements(mset, python)
     wanted = {p.resolve() for p in only} if only is not None else set(found.files)
     files = [f for path, f in found.files.items() if path in wanted]
-    version = None
     findings: list[Finding] = []
     if files:
-        binary = squawk_binary or squawk.locate()
-        version = squawk.checked_version(binary)
         findings = squawk.run(files, binary)
+    else:
+        version = None  # squawk read nothing
     grouped: dict[Key, list[Finding]] = defaultdict(list)
     for finding in findings:
         key = found.key_of(finding)
