@@ -69,8 +69,9 @@ class Remote:
         self.after: dict[str, list[list[Any]]] = {}
 
     def go(self) -> None:
-        """Run the statement, and read the session right after it in the same trip."""
-        after = [Q_PLAN[q] for q in STATE_QUERIES]
+        """Run the statement, and read the session right after it in the same trip (in a
+        transaction: one in autocommit is watched from outside, `_Watcher.run`)."""
+        after = [] if self.autocommit else [Q_PLAN[q] for q in STATE_QUERIES]
         self.runner.send(op="go", then=[{"sql": sql, "params": None} for sql in after])
         ran = self.runner.receive()
         self.statement_seconds = ran.get("seconds")
