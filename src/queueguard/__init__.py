@@ -10,7 +10,7 @@ Layout: the runtime half (`core`, `runtime`, `stores`, `snapshot`) never imports
 half (`upgrade`, `lint`); this module is where the two meet: it registers the upgrade
 framework's installer, so a `PostgresStore` on an empty database creates the head schema.
 
-The names are imported when first used (PEP 562): importing the package, as every
+The runtime's names are imported when first used (PEP 562): importing the package, as every
 `queueguard` command does first, loads neither the runtime nor the database driver.
 """
 
@@ -20,35 +20,36 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 from queueguard.core import installer as _installer
+from queueguard.errors import (
+    ConnectionFailed,
+    DataDirVersionMismatch,
+    EmbeddedServerError,
+    InvalidDsn,
+    InvalidQueueKey,
+    IrreversibleMigration,
+    LegacySnapshotError,
+    LockTimeout,
+    MigrationError,
+    MigrationRefused,
+    NotOwner,
+    OlderHostsConnected,
+    PreflightFailed,
+    ProtocolMismatch,
+    QueueguardError,
+    QueueUnloaded,
+    SchemaTooOld,
+    SnapshotError,
+    StaleRangeError,
+    TamperedMigration,
+    UnknownSchema,
+    UsageError,
+    UserDataConflict,
+)
 
 __version__ = "0.4.0"
 
-_ERRORS = (
-    "ConnectionFailed",
-    "DataDirVersionMismatch",
-    "EmbeddedServerError",
-    "InvalidDsn",
-    "InvalidQueueKey",
-    "IrreversibleMigration",
-    "LegacySnapshotError",
-    "LockTimeout",
-    "MigrationError",
-    "MigrationRefused",
-    "NotOwner",
-    "OlderHostsConnected",
-    "PreflightFailed",
-    "ProtocolMismatch",
-    "QueueguardError",
-    "QueueUnloaded",
-    "SchemaTooOld",
-    "SnapshotError",
-    "StaleRangeError",
-    "TamperedMigration",
-    "UnknownSchema",
-    "UsageError",
-    "UserDataConflict",
-)
-#: each public name -> the module it lives in
+#: each public name imported on first use -> the module it lives in (the errors, cheap, are
+#: imported above)
 _PUBLIC = {
     "task_payload": "queueguard.core.history",
     "PhysicalQueue": "queueguard.core.keys",
@@ -57,7 +58,6 @@ _PUBLIC = {
     "Matching": "queueguard.runtime.matching",
     "MemoryStore": "queueguard.stores.memory",
     "PostgresStore": "queueguard.stores.postgres",
-    **dict.fromkeys(_ERRORS, "queueguard.errors"),
 }
 
 
@@ -84,31 +84,6 @@ if TYPE_CHECKING:
     from queueguard.core.keys import PhysicalQueue
     from queueguard.core.protocol import PROTOCOL
     from queueguard.core.store import Execution
-    from queueguard.errors import (
-        ConnectionFailed,
-        DataDirVersionMismatch,
-        EmbeddedServerError,
-        InvalidDsn,
-        InvalidQueueKey,
-        IrreversibleMigration,
-        LegacySnapshotError,
-        LockTimeout,
-        MigrationError,
-        MigrationRefused,
-        NotOwner,
-        OlderHostsConnected,
-        PreflightFailed,
-        ProtocolMismatch,
-        QueueguardError,
-        QueueUnloaded,
-        SchemaTooOld,
-        SnapshotError,
-        StaleRangeError,
-        TamperedMigration,
-        UnknownSchema,
-        UsageError,
-        UserDataConflict,
-    )
     from queueguard.runtime.matching import Matching
     from queueguard.stores.memory import MemoryStore
     from queueguard.stores.postgres import PostgresStore
