@@ -402,6 +402,17 @@ SELECT pg_relation_size(%(oid)s::regclass) / current_setting('block_size')::bigi
 INSERT INTO {shadow} ({columns}) OVERRIDING SYSTEM VALUE
 SELECT {expressions} FROM ONLY {table} WHERE ctid >= %(lo)s::tid AND ctid < %(hi)s::tid;
 
+-- name: fill_hint
+-- The shadow's pages from `from` to its end read once, right after the batch that wrote them
+-- committed: the read sets its rows' hint bits while the pages are still dirty in shared
+-- buffers, written once. Left to the first scan after the fill (ANALYZE, the deduplication),
+-- every page is dirtied and written again, and on a server with data checksums (PostgreSQL
+-- 18's default) or wal_log_hints each page filled before the last checkpoint becomes a
+-- full-page image in the WAL: up to the table's size of WAL in seconds, beside the writers'
+-- commits. Returns the shadow's pages now.
+SELECT count(*), pg_relation_size(%(shadow)s::regclass) / current_setting('block_size')::bigint
+FROM {shadow} WHERE ctid >= %(from)s::tid;
+
 -- name: fill_duplicates
 -- Every copy but the first of each key the shadow holds twice, gone (which one stays does
 -- not matter: the log holds the key, and the replay puts the live row in its place). No

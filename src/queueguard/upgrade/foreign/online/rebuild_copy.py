@@ -124,11 +124,12 @@ def fill(ctx: Context, copy: CopyPlan, throttle: Throttle, progress: Progress) -
     they lie on disk (a TID range scan: each page read once, in sequence; a key order reads
     the heap at random — Temporal's key is an md5); rows copied. The pages are those the
     table had when the fill began: a row version written later was written after the capture
-    triggers were in place, so its key is in the log."""
+    triggers were in place, so its key is in the log. Each batch's rows are read once after
+    its commit (`_hint`): the first scan after the fill then writes nothing."""
     table = copy.table
     pages = ctx.transaction(lambda conn: _pages(conn, table))
     step = _first_step(pages, table.rows_estimate, throttle.batch_size)
-    done, lower = 0, 0
+    done, lower, hinted = 0, 0, 0
     while lower < pages:
         upper = min(pages, lower + step)
 
@@ -145,12 +146,27 @@ def fill(ctx: Context, copy: CopyPlan, throttle: Throttle, progress: Progress) -
             return cur.rowcount
 
         done += ctx.transaction(batch)
+
+        def hint(conn: psycopg.Connection[Any], start: int = hinted) -> int:
+            return _hint(conn, table, start)
+
+        hinted = ctx.transaction(hint)
         progress("fill", done, max(table.rows_estimate, done))
         step = _next_step(step, upper, done, throttle.batch_size)
         lower = upper
         if lower < pages:
             between(ctx, throttle, progress)
     return done
+
+
+def _hint(conn: psycopg.Connection[Any], table: Table, start: int) -> int:
+    """The shadow's rows from page `start` on read once after their batch's commit, setting
+    their hint bits while the pages are still in shared buffers (rebuild.sql, `fill_hint`);
+    the page to start at next time (its last, which the next batch may add rows to)."""
+    query = sql.SQL(Q["fill_hint"]).format(shadow=sql.SQL(table.shadow))
+    row = conn.execute(query, {"shadow": table.shadow, "from": f"({start},0)"}).fetchone()
+    pages = int(row[1]) if row else 0
+    return max(start, pages - 1)
 
 
 def _pages(conn: psycopg.Connection[Any], table: Table) -> int:
