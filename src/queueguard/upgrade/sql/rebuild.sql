@@ -393,6 +393,12 @@ ALTER TABLE {table} ENABLE ALWAYS TRIGGER queueguard_capture,
 SELECT set_config('maintenance_work_mem', %(memory)s, true)
 WHERE pg_size_bytes(current_setting('maintenance_work_mem')) < pg_size_bytes(%(memory)s);
 
+-- name: shadow_sort_memory
+-- work_mem for the deduplication's one sort of the filled shadow (SET LOCAL), never lowered:
+-- the sort in memory, not in passes over temporary files beside the writers' reads.
+SELECT set_config('work_mem', %(memory)s, true)
+WHERE pg_size_bytes(current_setting('work_mem')) < pg_size_bytes(%(memory)s);
+
 -- name: fill_pages
 -- The table's pages when the fill begins.
 SELECT pg_relation_size(%(oid)s::regclass) / current_setting('block_size')::bigint;

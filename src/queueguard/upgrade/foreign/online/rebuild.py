@@ -59,6 +59,7 @@ from queueguard.upgrade.foreign.online.rebuild_catalog import (
     schema_exists,
 )
 from queueguard.upgrade.foreign.online.rebuild_copy import (
+    SHADOW_MEMORY,
     Throttle,
     analyze,
     deduplicate,
@@ -85,8 +86,6 @@ WRAPAROUND_WAIT_S = 30.0
 SWAP_REPLAY_S = 0.25
 #: …and at least this many changes, however slow a change was
 SWAP_REPLAY_MIN = 20
-#: maintenance_work_mem of the shadow's index builds, at least
-SHADOW_INDEX_MEMORY = "512MB"
 
 
 def run(
@@ -128,6 +127,8 @@ def run(
     replay(ctx, build.copy, throttle, progress)
     pace = Pace()
     for i, step in enumerate(others):
+        # said before the build too: the line shows the build, not the replay before it
+        progress("indexes", i + 1, len(others) + 1)
         _build_index(ctx, step)
         progress("indexes", i + 2, len(others) + 1)
         # after each build, not once after all: a change replayed now goes into the indexes
@@ -152,9 +153,7 @@ def _key_first(build: Build) -> tuple[Step, list[Step]]:
 
 def _build_index(ctx: Context, step: Step) -> None:
     def build(conn: psycopg.Connection[Any]) -> None:
-        # nobody reads the shadow and every change made during the build waits in the log:
-        # the sort in memory, not in passes over temporary files (never below the server's)
-        conn.execute(Q["shadow_index_memory"], {"memory": SHADOW_INDEX_MEMORY})
+        conn.execute(Q["shadow_index_memory"], {"memory": SHADOW_MEMORY})
         rebuild_shadow.execute(conn, step, step.shadow)
 
     ctx.transaction(build)

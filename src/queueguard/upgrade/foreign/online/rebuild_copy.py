@@ -115,6 +115,10 @@ def key_names(copy: CopyPlan) -> str:
     return ", ".join(quote(c.name) for c in copy.key)
 
 
+#: the memory of the sorts of the whole shadow, at least: maintenance_work_mem of its index
+#: builds, work_mem of its deduplication (nobody reads the shadow, and every change made
+#: meanwhile waits in the log: sorts in memory, not in passes over temporary files)
+SHADOW_MEMORY = "512MB"
 #: pages of the first batch when the statistics give no rows per page
 FIRST_PAGES = 1
 
@@ -195,6 +199,7 @@ def deduplicate(conn: psycopg.Connection[Any], copy: CopyPlan) -> int:
     yet was copied twice — its key is in the log, and the replay puts the live row back.
     The statement's plan is the same whatever the shadow's statistics say (no join)."""
     key = ", ".join(quote(c.name) for c in copy.key)
+    conn.execute(Q["shadow_sort_memory"], {"memory": SHADOW_MEMORY})
     cur = conn.execute(
         sql.SQL(Q["fill_duplicates"]).format(shadow=sql.SQL(copy.table.shadow), key=sql.SQL(key))
     )

@@ -16,7 +16,6 @@ end state.
 from __future__ import annotations
 
 from collections.abc import Callable, Collection, Mapping
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -24,13 +23,13 @@ from pglast import ast
 
 from queueguard.errors import NoOnlineForm, OnlineProofFailed
 from queueguard.pg import scratch
-from queueguard.pg.connect import connection
 from queueguard.pg.scratch import ScratchDatabases
-from queueguard.sets import MigrationSet, temporal
+from queueguard.sets import MigrationSet
 from queueguard.upgrade.foreign import progress, runner
-from queueguard.upgrade.foreign.online import apply, choose, orphans, proof
+from queueguard.upgrade.foreign.online import apply, choose, orphans, plain_side, proof
 from queueguard.upgrade.foreign.online.apply import OnlinePlan
 from queueguard.upgrade.foreign.online.decide import Decision, decide, holds_over, over_budget
+from queueguard.upgrade.foreign.online.plain_side import PlainSide, take_over
 from queueguard.upgrade.foreign.report import SetUpgradeReport
 from queueguard.upgrade.foreign.session import Limits
 from queueguard.upgrade.plan import planner, sample
@@ -180,15 +179,6 @@ def decide_set(
     return mset, decisions
 
 
-def _take_over(mset: MigrationSet, copy: str, source_db: str) -> None:
-    """Temporal keys its version row on the database's name: a copy takes over its
-    source's."""
-    if mset.format == "temporal":
-        with connection(copy) as conn:
-            temporal.take_over_version(conn, source_db)
-            conn.commit()
-
-
 def prove(
     mset: MigrationSet,
     online: OnlinePlan,
@@ -198,27 +188,30 @@ def prove(
     to: str | None,
     volatile: Mapping[str, Collection[str]],
     plain_set: MigrationSet | None = None,
+    plain: PlainSide | None = None,
 ) -> list[str]:
     """The differences between the plain and the online end state on two clones of the
     sample database `base` (empty: proved). `plain_set`: the set as the plain upgrade runs
     it, where `mset` runs some of its revisions otherwise (an Alembic revision as its
-    rendered SQL: the plain side runs it through env.py)."""
-    plain = databases.create(template=base)
-    _take_over(mset, plain, base)
+    rendered SQL: the plain side runs it through env.py). `plain`: the plain side, started
+    already (`plain_side.early`); else it starts here, beside the online side."""
     twin = databases.create(template=base)
-    _take_over(mset, twin, base)
-    # the sample's rebuild is not the target's: its progress is not reported as the target's
-    quiet = {k: v for k, v in online.options.items() if k != "on_progress"}
+    take_over(mset, twin, base)
     # the two sides at once, the plain one on a thread of its own: each is mostly the server
     # rewriting and indexing its own copy (the sample: 100 k rows, as long as the whole
     # table at that size), and one after the other they added both to every run's time (an
     # Alembic set's env.py runs are one at a time in a process: those parts take turns)
-    with ThreadPoolExecutor(max_workers=1) as side:
-        plain_side = side.submit(runner.upgrade, plain_set or mset, plain, to=to)
+    plain = plain or PlainSide(databases, base, plain_set or mset, to)
+    # the sample's rebuild is not the target's: its progress is not reported as the target's
+    quiet = {k: v for k, v in online.options.items() if k != "on_progress"}
+    try:
         runner.upgrade(mset, twin, to=to, online=replace(online, options=quiet))
-        plain_side.result()
-    found = proof.dump_differences(proof.schema_dump(plain), proof.schema_dump(twin))
-    found += proof.row_differences(plain, twin, volatile=volatile, bookkeeping=mset.bookkeeping)
+    except BaseException:
+        plain.discard()
+        raise
+    plain_dsn = plain.result()
+    found = proof.dump_differences(proof.schema_dump(plain_dsn), proof.schema_dump(twin))
+    found += proof.row_differences(plain_dsn, twin, volatile=volatile, bookkeeping=mset.bookkeeping)
     return found
 
 
@@ -282,40 +275,48 @@ def prepare(
         tell("sample: the target's schema and a sample of its rows on a scratch copy")
         base = databases.create()
         sizes = sample.build(dsn, base, sample_rows)
-        _take_over(mset, base, scratch.dbname_of(dsn))
-        tell("plan: pricing every pending statement on a clone of the sample")
-        bill = planner.plan(
-            mset, dsn, to=to, scratch_admin=admin, max_lock_ms=budget_ms,
-            sample_rows=sample_rows, start=start, prepared=(scratch.dbname_of(base), sizes),
-        )  # fmt: skip
-
-        def replan(view: MigrationSet) -> planner.Plan:
-            tell("plan: pricing again the revisions run as SQL, statement by statement")
-            return planner.plan(
-                view, dsn, to=to, scratch_admin=admin, max_lock_ms=budget_ms,
+        take_over(mset, base, scratch.dbname_of(dsn))
+        # the proof's plain side does not depend on plan: a set of SQL revisions starts it
+        # now, beside plan (a killed run's rerun proves the statements left, as before)
+        pending = [] if start else mset.pending(planner.current_revision(mset, dsn), to)
+        with plain_side.early(
+            databases, scratch.dbname_of(base), plain_set or mset, to, pending
+        ) as early:
+            tell("plan: pricing every pending statement on a clone of the sample")
+            bill = planner.plan(
+                mset, dsn, to=to, scratch_admin=admin, max_lock_ms=budget_ms,
                 sample_rows=sample_rows, start=start, prepared=(scratch.dbname_of(base), sizes),
             )  # fmt: skip
 
-        mset, decisions = decide_set(mset, dsn, bill, budget_ms, start, replan)
-        refused = [d for d in decisions if d.forms is None]
-        if refused and not force:
-            raise NoOnlineForm(_refused(refused, budget_ms))
-        online = OnlinePlan(
-            {(d.revision, d.index): d.forms for d in decisions if d.forms}, options or {}
-        )
-        prepared = Prepared(mset, online, decisions, refused)
-        if online.forms:
-            tell(f"proof: {len(online.forms)} statement(s) online and plain on two clones")
-            differences = prove(
-                mset, online, databases, scratch.dbname_of(base), to=to,
-                volatile=_volatile(decisions), plain_set=plain_set if not start else None,
-            )  # fmt: skip
-            if differences:
-                raise OnlineProofFailed(
-                    "the online forms do not end where the plain statements end; nothing ran "
-                    "on the target:\n" + "\n".join(f"  {d}" for d in differences[:20])
-                )
-            prepared.proved = True
+            def replan(view: MigrationSet) -> planner.Plan:
+                tell("plan: pricing again the revisions run as SQL, statement by statement")
+                return planner.plan(
+                    view, dsn, to=to, scratch_admin=admin, max_lock_ms=budget_ms,
+                    sample_rows=sample_rows, start=start,
+                    prepared=(scratch.dbname_of(base), sizes),
+                )  # fmt: skip
+
+            mset, decisions = decide_set(mset, dsn, bill, budget_ms, start, replan)
+            refused = [d for d in decisions if d.forms is None]
+            if refused and not force:
+                raise NoOnlineForm(_refused(refused, budget_ms))
+            online = OnlinePlan(
+                {(d.revision, d.index): d.forms for d in decisions if d.forms}, options or {}
+            )
+            prepared = Prepared(mset, online, decisions, refused)
+            if online.forms:
+                tell(f"proof: {len(online.forms)} statement(s) online and plain on two clones")
+                differences = prove(
+                    mset, online, databases, scratch.dbname_of(base), to=to,
+                    volatile=_volatile(decisions), plain_set=plain_set if not start else None,
+                    plain=early,
+                )  # fmt: skip
+                if differences:
+                    raise OnlineProofFailed(
+                        "the online forms do not end where the plain statements end; nothing "
+                        "ran on the target:\n" + "\n".join(f"  {d}" for d in differences[:20])
+                    )
+                prepared.proved = True
     return prepared
 
 
