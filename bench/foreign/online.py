@@ -270,12 +270,11 @@ def render(results: list[dict[str, Any]], args: argparse.Namespace, command: str
             f"| {r['writer_ops']:,} | {fill} | {r['load'][0]}–{r['load'][1]} |"
         )
     online = next(r for r in results if r["case"] == "online")
-    # a replay follows each index build, and the next build is reported once it is done:
-    # the two phases interleave, so they are shown as one
+    # the rebuild says "indexes" before each build and "replay" after it: the builds'
+    # seconds, the analyses and the deduplication before the key's, and the replays after
     phases = dict(online["phases_s"])
-    if "indexes" in phases or "replay" in phases:
-        phases["indexes and replays"] = phases.pop("indexes", 0.0) + phases.pop("replay", 0.0)
-        phases["swap"] = phases.pop("swap", 0.0)
+    names = {"indexes": "index builds", "replay": "replays after them"}
+    phases = {names.get(name, name): seconds for name, seconds in phases.items()}
     spent = ", ".join(f"{name} {seconds:.0f} s" for name, seconds in phases.items())
     lines += [
         "",

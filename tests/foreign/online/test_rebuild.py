@@ -656,6 +656,32 @@ def test_the_deduplication_of_a_large_unanalysed_shadow_is_linear_whatever_its_p
     assert took < 20, took
 
 
+@pytest.mark.parametrize(
+    ("memory", "workers", "expected"),
+    [("64MB", "2", ("1", "512MB")), ("16MB", "4", ("0", "512MB")), ("2GB", "2", ("2", "2GB"))],
+)
+def test_a_shadow_build_gets_more_memory_but_no_more_workers_than_the_server_would_give(
+    empty_db: str, memory: str, workers: str, expected: tuple[str, str]
+) -> None:
+    """The build's sort in memory (512 MB of maintenance_work_mem, never lowered), with no
+    more parallel workers than the server's own maintenance_work_mem gives a build (one
+    per 32 MB past the leader's): on PostgreSQL's default 64 MB, one worker, not the two
+    that 512 MB would have planned beside the application's writers."""
+    with psycopg.connect(empty_db) as conn:
+        conn.execute(f"SET maintenance_work_mem = '{memory}'")
+        conn.execute(f"SET max_parallel_maintenance_workers = {workers}")
+        conn.commit()  # the session's settings; the build's come in its own transaction
+        rebuild.build_settings(conn)
+        row = conn.execute(
+            "SELECT current_setting('max_parallel_maintenance_workers'), "
+            "current_setting('maintenance_work_mem')"
+        ).fetchone()
+        conn.rollback()  # SET LOCAL: the session's own settings come back
+        after = conn.execute("SELECT current_setting('maintenance_work_mem')").fetchone()
+    assert row == expected
+    assert after == (memory,)
+
+
 def test_the_fill_leaves_every_row_of_the_shadow_hinted(make_db: Callable[..., str]) -> None:
     """Each batch's rows are read once right after its commit: when the fill ends, every
     row of the shadow carries its "inserting transaction committed" hint bit, so the first

@@ -388,6 +388,18 @@ CREATE TRIGGER queueguard_capture_truncate AFTER TRUNCATE ON {table}
 ALTER TABLE {table} ENABLE ALWAYS TRIGGER queueguard_capture,
     ENABLE ALWAYS TRIGGER queueguard_capture_truncate;
 
+-- name: shadow_build_workers
+-- Before the memory is raised: no more parallel workers for a shadow index build (SET LOCAL)
+-- than the session's maintenance_work_mem gives a build — PostgreSQL plans a worker only
+-- while every participant, the leader too, has 32 MB of it. The shadow's extra memory keeps
+-- each sort off temporary files; it must not also add processes beside the application's on
+-- the server's cores (a writer's wait is its statement's latency, whatever the cause).
+SELECT set_config('max_parallel_maintenance_workers',
+                  least(current_setting('max_parallel_maintenance_workers')::int,
+                        greatest(0, pg_size_bytes(current_setting('maintenance_work_mem'))
+                                    / (32 * 1024 * 1024) - 1))::text,
+                  true);
+
 -- name: shadow_index_memory
 -- maintenance_work_mem for a shadow index build (SET LOCAL), never lowered.
 SELECT set_config('maintenance_work_mem', %(memory)s, true)

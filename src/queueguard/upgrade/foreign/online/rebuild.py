@@ -17,7 +17,8 @@ Phases, as `on_progress(phase, rows done, rows total)` reports them:
   a writer moved meanwhile can be in the shadow twice until then — one copy per key is kept
   for the key's index, the replay puts the live row back), then the other
   indexes and the constraints they back, built on the filled shadow nobody reads (with more
-  maintenance_work_mem), each followed by a replay of the changes logged during its build;
+  maintenance_work_mem, not more parallel workers), each followed by a replay of the changes
+  logged during its build;
 - replay: logged changes replayed until the log is nearly empty (`rebuild_replay`); ANALYZE;
 - swap: the log replayed down to what the swap replays in SWAP_REPLAY_S at the pace the
   last replays measured, then the last changes replayed and the shadow put in the table's
@@ -153,10 +154,18 @@ def _key_first(build: Build) -> tuple[Step, list[Step]]:
 
 def _build_index(ctx: Context, step: Step) -> None:
     def build(conn: psycopg.Connection[Any]) -> None:
-        conn.execute(Q["shadow_index_memory"], {"memory": SHADOW_MEMORY})
+        build_settings(conn)
         rebuild_shadow.execute(conn, step, step.shadow)
 
     ctx.transaction(build)
+
+
+def build_settings(conn: psycopg.Connection[Any]) -> None:
+    """A shadow index build's settings, for its transaction: SHADOW_MEMORY of
+    maintenance_work_mem at least, and no more parallel workers than the server's own
+    maintenance_work_mem would give the build (rebuild.sql, `shadow_build_workers`)."""
+    conn.execute(Q["shadow_build_workers"])
+    conn.execute(Q["shadow_index_memory"], {"memory": SHADOW_MEMORY})
 
 
 def _capture(ctx: Context, form: Form, progress: Progress) -> Build:
