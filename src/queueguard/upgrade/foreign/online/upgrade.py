@@ -278,7 +278,8 @@ def prepare(
         take_over(mset, base, scratch.dbname_of(dsn))
         # the proof's plain side does not depend on plan: a set of SQL revisions starts it
         # now, beside plan (a killed run's rerun proves the statements left, as before)
-        pending = [] if start else mset.pending(planner.current_revision(mset, dsn), to)
+        sql_only = not start and all(r.statements is not None for r in mset.revisions)
+        pending = mset.pending(planner.current_revision(mset, dsn), to) if sql_only else []
         with plain_side.early(
             databases, scratch.dbname_of(base), plain_set or mset, to, pending
         ) as early:
