@@ -26,7 +26,7 @@ SELECT 'ns' || (g %% 7), md5(g::text), timestamp '2026-01-01' + g * interval '1 
            'TemporalLowCardinalityKeyword01', 'k' || (g %% 5),
            'TemporalUsedWorkerDeploymentVersions', jsonb_build_array('v' || (g %% 3)),
            'BuildIds', jsonb_build_array('b' || (g %% 9)))
-FROM generate_series(%(first)s, %(last)s) g
+FROM generate_series(%(first)s::bigint, %(last)s::bigint) g
 """
 
 

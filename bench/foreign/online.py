@@ -43,6 +43,7 @@ import psycopg
 from psycopg.types.numeric import Int8
 
 from bench.common.commands import ROOT, shown
+from bench.common.cpu_split import CpuSplit, shares
 from bench.common.doc_sections import replace_section
 from bench.common.temporal_visibility import FILL, TABLE, build
 from queueguard import sets
@@ -196,15 +197,28 @@ class FillRate:
         self.started = self.started or now
         self.rows, self.seconds = done, now - self.started
 
-    def durations(self, began: float, end: float) -> dict[str, float]:
-        """Seconds per phase, summed over its stretches; before the target's rebuild, the
-        steps upgrade_online told (sample, plan, proof); "swap" runs to the run's end (the
-        old table's drop, the revision's statements after the rebuild)."""
-        spent: dict[str, float] = {}
+    def windows(self, began: float, end: float) -> list[tuple[str, float, float]]:
+        """(phase, from, to) in order; before the target's rebuild, the steps upgrade_online
+        told (sample, plan, proof); "swap" runs to the run's end (the old table's drop, the
+        revision's statements after the rebuild)."""
         marks = [("before", began), *self.steps, *self.timeline, ("end", end)]
-        for (name, t), (_, t_next) in itertools.pairwise(marks):
+        return [(name, t, t_next) for (name, t), (_, t_next) in itertools.pairwise(marks)]
+
+    def durations(self, began: float, end: float) -> dict[str, float]:
+        """Seconds per phase, summed over its stretches."""
+        spent: dict[str, float] = {}
+        for name, t, t_next in self.windows(began, end):
             spent[name] = spent.get(name, 0.0) + t_next - t
         return {name: round(seconds, 1) for name, seconds in spent.items()}
+
+    def cpu(self, split: CpuSplit, began: float, end: float) -> dict[str, dict[str, float]]:
+        """The CPU seconds of each kind of process per phase, summed over its stretches."""
+        spent: dict[str, dict[str, float]] = {}
+        for name, t, t_next in self.windows(began, end):
+            phase = spent.setdefault(name, {})
+            for kind, seconds in split.between(t, t_next).items():
+                phase[kind] = round(phase.get(kind, 0.0) + seconds, 1)
+        return spent
 
 
 def measured(name: str, total: float, sampler: LockSampler, writers: Writers) -> dict[str, Any]:
@@ -223,7 +237,9 @@ def measured(name: str, total: float, sampler: LockSampler, writers: Writers) ->
 def case(name: str, dsn: str, folder: Path, to: str, rows: int, writers_n: int) -> dict[str, Any]:
     mset = sets.load(folder)
     writers, sampler, fill = Writers(dsn, writers_n, rows), LockSampler(dsn), FillRate()
+    cpu = CpuSplit(dsn)
     sampler.start()
+    cpu.start()
     writers.start()
     time.sleep(1.0)
     began = time.perf_counter()
@@ -236,6 +252,7 @@ def case(name: str, dsn: str, folder: Path, to: str, rows: int, writers_n: int) 
     time.sleep(1.0)
     writers.stop()
     sampler.stop()
+    cpu.stop()
     if writers.errors:
         raise SystemExit(f"{name}: writers failed: {writers.errors[:3]}")
     return {
@@ -243,6 +260,8 @@ def case(name: str, dsn: str, folder: Path, to: str, rows: int, writers_n: int) 
         "fill_rows_s": round(fill.rows / fill.seconds) if fill.seconds else None,
         "phases_s": fill.durations(began, ended),
         "load": [round(min(sampler.loads), 1), round(max(sampler.loads), 1)],
+        "cpu_s": cpu.between(began, ended),
+        "phases_cpu_s": fill.cpu(cpu, began, ended),
     }
 
 
@@ -276,6 +295,10 @@ def render(results: list[dict[str, Any]], args: argparse.Namespace, command: str
     names = {"indexes": "index builds", "replay": "replays after them"}
     phases = {names.get(name, name): seconds for name, seconds in phases.items()}
     spent = ", ".join(f"{name} {seconds:.0f} s" for name, seconds in phases.items())
+    cpu_lines = [f"- {r['case']}, the whole case: {shares(r['cpu_s'])}" for r in results]
+    builds = online["phases_cpu_s"].get("indexes")
+    if builds:
+        cpu_lines.append(f"- online, its index builds: {shares(builds)}")
     lines += [
         "",
         "Online's total includes `plan` (a sample copied and every statement traced) and the "
@@ -289,6 +312,14 @@ def render(results: list[dict[str, Any]], args: argparse.Namespace, command: str
         "run's end, the old table's drop and the revision's statements after the rebuild "
         "included). Load average: the machine's, sampled each second during the case (2 "
         "cores, shared with other work).",
+        "",
+        "Where the cores went — CPU seconds of the server's processes by kind, read from "
+        "/proc each second (`bench/common/cpu_split.py`; queueguard: the upgrade's sessions — "
+        "its own, its pg_dump's and psql's — and their parallel workers; I/O workers: "
+        "PostgreSQL 18's `io_method = worker`; other: the bench's samplers, the checkpointer, "
+        "the WAL writer):",
+        "",
+        *cpu_lines,
         "",
     ]
     return "\n".join(lines)
