@@ -1,9 +1,8 @@
 """Where a machine's cores went while a case ran: the CPU seconds of a local PostgreSQL
 server's processes by kind — the bench's writers, the upgrade's sessions (queueguard's, its
 pg_dump's and psql's) with their parallel workers, the server's I/O workers, autovacuum, the
-rest — read from /proc (utime + stime) for
-every process `pg_stat_activity` lists, once a second, each second's use kept with its time
-so a caller can split it by phase.
+rest — read from /proc (utime + stime) for every process `pg_stat_activity` lists, once a
+second, each second's use kept with its time so a caller can split it by phase.
 
 A process first seen after the sampler started counts from its birth (a parallel worker
 lives a few seconds); one that ends between two reads loses at most its last second. Only
