@@ -5,7 +5,12 @@ unchanged set": the decomposition under the table).
 On two clones of a table at Temporal's `--start` (its real visibility files, read from a
 checkout of Temporal's public repository, as `bench.foreign.online` builds it): the first
 statement of `--to` run plain, and the same statement through `rebuild.run`; prints the
-two times and the rebuild's time in its index builds and its replays.
+two times and the rebuild's time in its index builds and its replays. And what `plan`
+bills the statement for on the table first (its sample scaled to the table's size): the
+WAL and the peak extra disk, against what the plain statement and the rebuild wrote
+(`plan --online` bills a rebuild the plain statement's WAL and disk, plus its change log at
+the writers' rate: none here) — the server's WAL insert position around each, the
+database's size sampled, nothing else running.
 
     python -m bench.foreign.rebuild_alone --temporal PATH/schema/postgresql/v12/visibility/versioned
 """
@@ -22,6 +27,7 @@ from unittest.mock import patch
 
 import psycopg
 
+from bench.common.disk_wal import DiskPeak, wal_position, wal_since
 from bench.common.temporal_visibility import build
 from queueguard import sets
 from queueguard.pg import scratch
@@ -31,6 +37,7 @@ from queueguard.upgrade.foreign.online import rebuild
 from queueguard.upgrade.foreign.online.choose import REBUILD, Form
 from queueguard.upgrade.foreign.online.context import Context
 from queueguard.upgrade.foreign.online.upgrade import ONLINE_LIMITS
+from queueguard.upgrade.plan import planner
 
 TABLE = "executions_visibility"
 
@@ -62,6 +69,32 @@ class Timed:
         return run
 
 
+class Written:
+    """The WAL the server wrote and the database's peak extra disk while the block ran."""
+
+    def __init__(self, dsn: str) -> None:
+        self.dsn, self.wal, self.disk = dsn, 0, 0
+        self._disk = DiskPeak(dsn)
+        self._before = ""
+
+    def __enter__(self) -> Written:
+        self._before = wal_position(self.dsn)
+        self._disk.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.disk = self._disk.stop()
+        self.wal = wal_since(self.dsn, self._before)
+
+
+def _billed(mset: sets.MigrationSet, dsn: str, to: str) -> tuple[int, int]:
+    """`plan`'s WAL and extra disk for the first statement of `to` on the database."""
+    bill = planner.plan(mset, dsn, to=to)
+    lines = dict(bill.revisions)[to]
+    line = next(line for line in lines if line.index == 0)
+    return line.wal_bytes or 0, line.extra_disk_bytes or 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m bench.foreign.rebuild_alone", description=__doc__
@@ -73,28 +106,37 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--admin-dsn", default=None)
     args = parser.parse_args(argv)
     admin = args.admin_dsn or scratch.server_dsn()
-    statements = sets.load(args.temporal).get(args.to).statements or ()
+    mset = sets.load(args.temporal)
+    statements = mset.get(args.to).statements or ()
     statement = statements[0]
     with ScratchDatabases(admin, prefix="qgbench") as databases:
         template = build(admin, databases, args.temporal, args.start, args.rows)
+        billed = _billed(mset, scratch.database_dsn(admin, template), args.to)
         plain, online = (databases.create(template=template) for _ in range(2))
         for dsn in (plain, online):
             with psycopg.connect(dsn) as conn:  # Temporal keys its version row on the name
                 temporal.take_over_version(conn, template)
-        with psycopg.connect(plain, autocommit=True) as conn:
+        with Written(plain) as plain_wrote, psycopg.connect(plain, autocommit=True) as conn:
             began = time.perf_counter()
             conn.execute(statement)
             plain_s = time.perf_counter() - began
-        with psycopg.connect(online) as conn, Timed() as timed:
+        with Written(online) as online_wrote, psycopg.connect(online) as conn, Timed() as timed:
             began = time.perf_counter()
             rebuild.run(Context(conn, ONLINE_LIMITS), Form(REBUILD, TABLE, statement))
             online_s = time.perf_counter() - began
+    mib = 2**20
     result = {
         "rows": args.rows,
         "plain_s": round(plain_s, 1),
         "rebuild_s": round(online_s, 1),
         "ratio": round(online_s / plain_s, 2),
         **{f"{name}_s": round(seconds, 1) for name, seconds in timed.spent.items()},
+        "billed_wal_mib": round(billed[0] / mib, 1),
+        "plain_wal_mib": round(plain_wrote.wal / mib, 1),
+        "rebuild_wal_mib": round(online_wrote.wal / mib, 1),
+        "billed_disk_mib": round(billed[1] / mib, 1),
+        "plain_disk_mib": round(plain_wrote.disk / mib, 1),
+        "rebuild_disk_mib": round(online_wrote.disk / mib, 1),
     }
     print(json.dumps(result))
     return 0

@@ -29,7 +29,6 @@ import json
 import os
 import platform
 import subprocess
-import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -38,6 +37,7 @@ import psycopg
 from psycopg.types.numeric import Int8
 
 from bench.common.commands import ROOT, shown
+from bench.common.disk_wal import DiskPeak, wal_position, wal_since
 from bench.common.doc_sections import replace_section
 from bench.common.temporal_visibility import FILL, TABLE
 from bench.foreign.online import LockSampler, Writers, measured
@@ -98,37 +98,6 @@ def missing() -> str | None:
     return None
 
 
-class DiskPeak:
-    """The database's size, sampled: its peak above where it started."""
-
-    def __init__(self, dsn: str, interval_s: float = 0.1) -> None:
-        self.dsn, self.interval_s = dsn, interval_s
-        self.start_bytes = self.peak_bytes = 0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def start(self) -> None:
-        with psycopg.connect(self.dsn, autocommit=True) as conn:
-            self.start_bytes = self.peak_bytes = self._size(conn)
-        self._thread.start()
-
-    def stop(self) -> int:
-        self._stop.set()
-        self._thread.join(timeout=30)
-        return self.peak_bytes - self.start_bytes
-
-    @staticmethod
-    def _size(conn: psycopg.Connection[Any]) -> int:
-        row = conn.execute("SELECT pg_database_size(current_database())").fetchone()
-        return int(row[0]) if row else 0
-
-    def _run(self) -> None:
-        with psycopg.connect(self.dsn, autocommit=True, application_name="bench-disk") as c:
-            while not self._stop.is_set():
-                self.peak_bytes = max(self.peak_bytes, self._size(c))
-                time.sleep(self.interval_s)
-
-
 def build(databases: ScratchDatabases, rows: int) -> str:
     dsn = databases.create()
     with psycopg.connect(dsn, autocommit=True) as conn:
@@ -144,18 +113,6 @@ def build(databases: ScratchDatabases, rows: int) -> str:
 def _relfilenode(dsn: str) -> int:
     with psycopg.connect(dsn) as conn:
         row = conn.execute(f"SELECT pg_relation_filenode('{TABLE}')").fetchone()
-        return int(row[0]) if row else 0
-
-
-def _wal(dsn: str) -> str:
-    with psycopg.connect(dsn) as conn:
-        row = conn.execute("SELECT pg_current_wal_lsn()::text").fetchone()
-        return str(row[0]) if row else "0/0"
-
-
-def _wal_since(dsn: str, lsn: str) -> int:
-    with psycopg.connect(dsn) as conn:
-        row = conn.execute("SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), %s)", (lsn,)).fetchone()
         return int(row[0]) if row else 0
 
 
@@ -185,7 +142,7 @@ def case(name: str, dsn: str, rows: int, writers_n: int) -> dict[str, Any]:
     app = "pg_repack%" if name == "pg_repack" else "queueguard%"
     writers, sampler = Writers(dsn, writers_n, rows), LockSampler(dsn, app_name=app)
     disk = DiskPeak(dsn)
-    before, node = _wal(dsn), _relfilenode(dsn)
+    before, node = wal_position(dsn), _relfilenode(dsn)
     disk.start()
     sampler.start()
     writers.start()
@@ -205,7 +162,7 @@ def case(name: str, dsn: str, rows: int, writers_n: int) -> dict[str, Any]:
         raise SystemExit(f"{name}: the table kept its file: nothing was rewritten")
     return {
         **measured(name, total, sampler, writers),
-        "wal_mb": round(_wal_since(dsn, before) / 2**20, 1),
+        "wal_mb": round(wal_since(dsn, before) / 2**20, 1),
         "extra_disk_mb": round(extra / 2**20, 1),
         "load": [round(min(sampler.loads, default=0), 1), round(max(sampler.loads, default=0), 1)],
     }

@@ -10,6 +10,7 @@ no volatile function, which the plain statement evaluates once and the copy take
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -242,7 +243,8 @@ def hold_for_standbys(ctx: Context, throttle: Throttle, progress: Progress | Non
             _said(throttle).add("none")
             say("standby lag: no streaming standby connected, --max-lag has nothing to watch",
                 0, None)  # fmt: skip
-        behind, limit = int(lag.seconds * 1000), int(throttle.max_lag_s * 1000)
+        # rounded up: a standby 300.4 ms behind a 300 ms limit says 301, never "300 of 300"
+        behind, limit = math.ceil(lag.seconds * 1000), int(throttle.max_lag_s * 1000)
         if lag.seconds <= throttle.max_lag_s:
             if waited:  # the line says it goes on
                 say("standby lag", behind, limit)
