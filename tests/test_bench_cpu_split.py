@@ -4,6 +4,7 @@ apart, and a session's busy second lands on its kind, on the embedded server."""
 from __future__ import annotations
 
 import time
+import uuid
 
 import psycopg
 
@@ -31,14 +32,16 @@ def test_each_process_has_its_kind() -> None:
 
 
 def test_a_busy_session_is_counted_as_its_kind(empty_db: str) -> None:
-    split = CpuSplit(empty_db, interval_s=0.2)
+    """A busy second of a session named as the split's writers lands on them (the name is
+    this test's own: other tests' sessions on the shared server are not counted there)."""
+    name = f"qg-split-{uuid.uuid4().hex[:8]}"
+    split = CpuSplit(empty_db, writers=name, interval_s=0.2)
     split.start()
     began = time.perf_counter()
-    with psycopg.connect(empty_db, application_name="queueguard-test") as conn:
+    with psycopg.connect(empty_db, application_name=name) as conn:
         conn.execute("SELECT count(*) FROM generate_series(1, 4000000)").fetchone()
         time.sleep(0.5)  # a read after the statement: its CPU is seen
     ended = time.perf_counter()
     split.stop()
     spent = split.between(began, ended)
-    assert spent[UPGRADE] > 0.1, spent
-    assert spent[WRITERS] == 0.0
+    assert spent[WRITERS] > 0.1, spent

@@ -11,11 +11,12 @@ for a server on this machine: a process /proc does not show is not counted."""
 from __future__ import annotations
 
 import os
-import threading
 import time
 from collections.abc import Sequence
 
 import psycopg
+
+from bench.common.sampler import Sampler
 
 WRITERS, UPGRADE, IO, AUTOVACUUM, OTHER = (
     "writers", "queueguard", "I/O workers", "autovacuum", "other"
@@ -60,7 +61,7 @@ def _now_ticks() -> int:
         return int(float(f.read().split()[0]) * _TICK)
 
 
-class CpuSplit:
+class CpuSplit(Sampler):
     """Samples until `stop()`; `between(start, end)` the seconds of each kind in a window
     (times from `time.perf_counter()`)."""
 
@@ -68,15 +69,7 @@ class CpuSplit:
         self.dsn, self.writers, self.interval_s = dsn, writers, interval_s
         #: (when, {kind: CPU seconds since the read before})
         self.samples: list[tuple[float, dict[str, float]]] = []
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def start(self) -> None:
-        self._thread.start()
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._thread.join(timeout=30)
+        super().__init__()
 
     def between(self, start: float, end: float) -> dict[str, float]:
         spent = dict.fromkeys(KINDS, 0.0)

@@ -4,30 +4,30 @@ size, sampled, above where it started)."""
 
 from __future__ import annotations
 
-import threading
 import time
 from typing import Any
 
 import psycopg
 
+from bench.common.sampler import Sampler
 
-class DiskPeak:
+
+class DiskPeak(Sampler):
     """The database's size, sampled: its peak above where it started."""
 
     def __init__(self, dsn: str, interval_s: float = 0.1) -> None:
         self.dsn, self.interval_s = dsn, interval_s
         self.start_bytes = self.peak_bytes = 0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
+        super().__init__()
 
     def start(self) -> None:
         with psycopg.connect(self.dsn, autocommit=True) as conn:
             self.start_bytes = self.peak_bytes = self._size(conn)
-        self._thread.start()
+        super().start()
 
-    def stop(self) -> int:
-        self._stop.set()
-        self._thread.join(timeout=30)
+    def extra(self) -> int:
+        """Stopped: the peak above the start, in bytes."""
+        self.stop()
         return self.peak_bytes - self.start_bytes
 
     @staticmethod

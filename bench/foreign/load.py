@@ -36,6 +36,7 @@ from typing import Any
 
 import psycopg
 
+from bench.common.sampler import Sampler
 from queueguard import sets
 from queueguard.errors import LockTimeout
 from queueguard.sets import MigrationSet
@@ -162,7 +163,7 @@ class Reader:
             self.conn.close()
 
 
-class HoldSampler:
+class HoldSampler(Sampler):
     """Polls pg_locks every `interval_s` for a granted ACCESS EXCLUSIVE lock on `events` held
     by the applier's session: the longest unbroken stretch it was seen (to within one
     interval)."""
@@ -173,15 +174,7 @@ class HoldSampler:
         self.interval_s = interval_s
         self.longest_s = 0.0
         self.samples = 0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def start(self) -> None:
-        self._thread.start()
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._thread.join(timeout=30)
+        super().__init__()
 
     def _run(self) -> None:
         with psycopg.connect(self.dsn, autocommit=True) as conn:

@@ -45,6 +45,7 @@ from psycopg.types.numeric import Int8
 from bench.common.commands import ROOT, shown
 from bench.common.cpu_split import CpuSplit, shares
 from bench.common.doc_sections import replace_section
+from bench.common.sampler import Sampler
 from bench.common.temporal_visibility import FILL, TABLE, build
 from queueguard import sets
 from queueguard.pg import scratch
@@ -118,7 +119,7 @@ class Writers:
             self.ops += len(mine)
 
 
-class LockSampler:
+class LockSampler(Sampler):
     """The longest unbroken stretch a read- or write-blocking lock on the live table was
     seen granted to a queueguard session (polled every `interval_s`)."""
 
@@ -130,15 +131,7 @@ class LockSampler:
         self.mode = ""
         #: the machine's 1-minute load average, read about once a second
         self.loads: list[float] = []
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def start(self) -> None:
-        self._thread.start()
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._thread.join(timeout=30)
+        super().__init__()
 
     def _run(self) -> None:
         query = (

@@ -83,7 +83,7 @@ class Written:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        self.disk = self._disk.stop()
+        self.disk = self._disk.extra()
         self.wal = wal_since(self.dsn, self._before)
 
 

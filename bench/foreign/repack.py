@@ -155,7 +155,7 @@ def case(name: str, dsn: str, rows: int, writers_n: int) -> dict[str, Any]:
     finally:  # a failure stops the threads too
         writers.stop()
         sampler.stop()
-        extra = disk.stop()
+        extra = disk.extra()
     if writers.errors:
         raise SystemExit(f"{name}: writers failed: {writers.errors[:3]}")
     if _relfilenode(dsn) == node:
