@@ -3,7 +3,7 @@
 Thin revision: put the SQL steps in migrations/sql/${up_revision}/ (00_locks.sql first).
 """
 
-from queueguard.upgrade import steps
+from queueguard.queue_schema import steps
 
 revision = ${repr(up_revision)}
 down_revision = ${repr(down_revision)}

@@ -13,9 +13,9 @@ from bench.topology.pgbouncer import PgBouncer
 from queueguard.core.store import Store
 from queueguard.pg import scratch, servers
 from queueguard.pg.connect import connection
+from queueguard.queue_schema.runner import upgrade
 from queueguard.stores.memory import MemoryDatabase, MemoryStore
 from queueguard.stores.postgres import PostgresStore
-from queueguard.upgrade.runner import upgrade
 
 #: set by `pytest_configure` when the suite runs on an embedded server of its own
 OWN_SERVER = "QUEUEGUARD_TEST_SERVER"

@@ -6,7 +6,10 @@ inside functions): no import cycle, and each package imports only the layers bel
     revisions, pg                   the migration set's facts; PostgreSQL plumbing
     sets -> report                  migration sets in any format; documents rendered for people
     runtime, stores -> snapshot     the runtime half
-    upgrade, lint                   the upgrade half
+    engine                          the engine that upgrades any set (formats inside it)
+    queue_schema                    queueguard's own set and its gates, on the engine
+    lint, mutate, fleet             the gates over many sets and databases
+    upgrade                         aliases of earlier releases' import paths
     testing, cli, queueguard        the pytest plugin, the command line, the public API
 
 bench/ (benchmarks and chaos scenarios, not shipped) keeps the same shape: no import cycle,
@@ -43,13 +46,16 @@ ALLOWED: dict[str, set[str]] = {
     "snapshot": {"core", "errors", "stores"},
     "sets": LEAVES | {"pg", "revisions"},
     "report": LEAVES | {"sets"},
-    "upgrade": LEAVES
-    | {"core", "pg", "revisions", "runtime", "stores", "snapshot", "sets", "report"},
-    "lint": LEAVES | {"revisions", "upgrade", "sets", "report"},
-    "mutate": LEAVES | {"revisions", "pg", "upgrade", "lint", "report"},
+    "engine": LEAVES | {"pg", "revisions", "sets", "report"},
+    "queue_schema": LEAVES
+    | {"core", "pg", "revisions", "runtime", "stores", "snapshot", "sets", "report", "engine"},
+    "lint": LEAVES | {"revisions", "engine", "queue_schema", "sets", "report"},
+    "mutate": LEAVES | {"revisions", "pg", "engine", "queue_schema", "lint", "report"},
+    "fleet": LEAVES | {"pg", "revisions", "sets", "report", "engine", "queue_schema"},
+    "upgrade": {"queue_schema"},
 }
 RUNTIME_HALF = {"core", "runtime", "stores", "snapshot"}
-UPGRADE_HALF = {"upgrade", "lint", "sets", "report"}
+UPGRADE_HALF = {"engine", "queue_schema", "upgrade", "lint", "fleet", "mutate", "sets", "report"}
 
 
 def _module_name(path: Path, root: Path = SRC) -> str:
@@ -195,11 +201,54 @@ def test_the_runtime_half_imports_nothing_from_the_upgrade_half() -> None:
     assert sorted(m for m in reachable if _layer(m) in UPGRADE_HALF) == []
 
 
+def test_the_engine_imports_nothing_of_the_own_set_the_runtime_or_the_fleet() -> None:
+    """The engine upgrades any set: queueguard's own set is one of its users, not a part."""
+    graph = _graph()
+    breaches = [
+        f"{module} imports {target}"
+        for module, targets in sorted(graph.items())
+        if _layer(module) == "engine"
+        for target in sorted(targets)
+        if _layer(target) in {"queue_schema", "upgrade", "runtime", "stores", "snapshot", "fleet"}
+    ]
+    assert breaches == []
+
+
+def test_sets_import_nothing_of_the_engine() -> None:
+    """The readers of every format stay below the engine: a set is read without applying it."""
+    graph = _graph()
+    assert [
+        (module, target)
+        for module, targets in sorted(graph.items())
+        if _layer(module) == "sets"
+        for target in targets
+        if _layer(target) in {"engine", "queue_schema", "fleet"}
+    ] == []
+
+
+def test_a_format_imports_nothing_of_another_format() -> None:
+    """A format's rooms (engine/formats/<name>/) are its own: adding a format touches its
+    rooms and the interface only."""
+
+    def fmt(module: str) -> str | None:
+        parts = module.split(".")
+        return parts[3] if parts[1:3] == ["engine", "formats"] and len(parts) > 3 else None
+
+    graph = _graph()
+    assert [
+        (module, target)
+        for module, targets in sorted(graph.items())
+        if fmt(module)
+        for target in targets
+        if fmt(target) and fmt(target) != fmt(module)
+    ] == []
+
+
 def test_the_checker_sees_function_level_imports() -> None:
     """The rule must not be blind to imports inside functions (they were how the old cycle
     between the schema check and the runner hid)."""
     graph = _graph()
-    assert "queueguard.upgrade.runner" in graph["queueguard.upgrade.install"]
+    assert "queueguard.queue_schema.runner" in graph["queueguard.queue_schema.install"]
 
 
 def test_the_public_api() -> None:

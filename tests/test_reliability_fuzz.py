@@ -33,8 +33,8 @@ from bench.chaos.fuzz.snapshot_targets import Importer, check_snapshot
 from queueguard import snapshot
 from queueguard.errors import SnapshotError, UsageError
 from queueguard.pg.targets import parse_duration_ms
-from queueguard.upgrade.preflight import preflight
-from queueguard.upgrade.runner import upgrade
+from queueguard.queue_schema.preflight import preflight
+from queueguard.queue_schema.runner import upgrade
 
 PURE = settings(max_examples=1000, deadline=None, suppress_health_check=list(HealthCheck))
 DB = settings(

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from bench.chaos import two_runners
-from queueguard.upgrade import golden
+from queueguard.queue_schema import golden
 
 
 def test_a_runner_that_waits_too_long_fails_cleanly(make_db: Callable[..., str]) -> None:

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from queueguard.pg.connect import connection
-from queueguard.upgrade.golden import Fixture, all_fixtures
+from queueguard.queue_schema.golden import Fixture, all_fixtures
 
 FIXTURES = all_fixtures()
 

@@ -5,7 +5,7 @@ checks `runtime_protocol` at startup and in the transaction of every queue load,
 an older schema with "run queueguard upgrade".
 
 Parts 2–3, released hosts replayed from `fixtures/legacy_workers/` by
-`queueguard.upgrade.legacy` through pg8000 (and, to show the fence does not depend on
+`queueguard.queue_schema.legacy` through pg8000 (and, to show the fence does not depend on
 the driver, through psycopg): each test proves with per-table checksums that the refused
 calls changed nothing.
 """
@@ -22,6 +22,7 @@ import pytest
 
 from queueguard.core.keys import PhysicalQueue
 from queueguard.core.protocol import PROTOCOL
+from queueguard.engine.checksums import table_checksums
 from queueguard.errors import (
     OlderHostsConnected,
     ProtocolMismatch,
@@ -31,12 +32,7 @@ from queueguard.errors import (
 )
 from queueguard.pg.connect import connection
 from queueguard.pg.dsn import application_name
-from queueguard.runtime.matching import Matching
-from queueguard.stores import postgres
-from queueguard.stores.memory import MemoryDatabase, MemoryStore
-from queueguard.stores.postgres import PostgresStore
-from queueguard.upgrade.checksums import table_checksums
-from queueguard.upgrade.legacy import (
+from queueguard.queue_schema.legacy import (
     DRIVERS,
     Driver,
     LegacyQueue,
@@ -44,7 +40,11 @@ from queueguard.upgrade.legacy import (
     V02Worker,
     V03Worker,
 )
-from queueguard.upgrade.runner import upgrade
+from queueguard.queue_schema.runner import upgrade
+from queueguard.runtime.matching import Matching
+from queueguard.stores import postgres
+from queueguard.stores.memory import MemoryDatabase, MemoryStore
+from queueguard.stores.postgres import PostgresStore
 
 from .conftest import rows
 
@@ -306,12 +306,14 @@ def test_v03_worker_started_after_upgrade_fails_at_handshake(
 def test_operator_sees_one_error_line_within_a_second(upgraded_v03_db: str) -> None:
     """A v0.3 host started as a process against head: one line, both versions, the remedy."""
     before = checksums(upgraded_v03_db)
-    command = [sys.executable, "-m", "queueguard.upgrade.legacy", "--worker", "v0.3"]
+    command = [sys.executable, "-m", "queueguard.queue_schema.legacy", "--worker", "v0.3"]
     command += ["--dsn", upgraded_v03_db, "--host-id", "ops-1"]
     # what starting the interpreter and importing the worker costs on this machine now: the
     # bound is on what the worker does after that (a loaded machine slows both alike)
     started = time.perf_counter()
-    subprocess.run([sys.executable, "-c", "import queueguard.upgrade.legacy.__main__"], check=False)
+    subprocess.run(
+        [sys.executable, "-c", "import queueguard.queue_schema.legacy.__main__"], check=False
+    )
     start_ms = (time.perf_counter() - started) * 1000
     started = time.perf_counter()
     done = subprocess.run(

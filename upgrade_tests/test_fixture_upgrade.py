@@ -10,13 +10,14 @@ from typing import Any
 import pytest
 
 from queueguard import revisions, snapshot
+from queueguard.engine import catalog
+from queueguard.engine.checksums import table_checksums
 from queueguard.pg.connect import connection
+from queueguard.queue_schema import state
+from queueguard.queue_schema.golden import Fixture
+from queueguard.queue_schema.runner import upgrade
+from queueguard.queue_schema.verify.report import state_diff
 from queueguard.snapshot.relocation import UNVERSIONED, directives
-from queueguard.upgrade import catalog, state
-from queueguard.upgrade.checksums import table_checksums
-from queueguard.upgrade.golden import Fixture
-from queueguard.upgrade.runner import upgrade
-from queueguard.upgrade.verify_report import state_diff
 
 from .conftest import rows
 

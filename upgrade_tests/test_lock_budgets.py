@@ -14,11 +14,11 @@ import psycopg
 import pytest
 
 from queueguard import cli, revisions
+from queueguard.engine import locks
 from queueguard.lint.model import SqlFile
 from queueguard.lint.rules.lock_budget import statement_locks
+from queueguard.queue_schema.preflight import preflight
 from queueguard.resources import migrations_dir
-from queueguard.upgrade import locks
-from queueguard.upgrade.preflight import preflight
 
 from .conftest import rows
 

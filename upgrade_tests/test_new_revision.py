@@ -18,12 +18,12 @@ from pathlib import Path
 import pytest
 
 from queueguard import cli, revisions
+from queueguard.queue_schema import compat
 from queueguard.resources import fixtures_dir, migrations_dir
-from queueguard.upgrade import compat
 
 REVISION_005 = '''"""005 — a throwaway revision: an index on tasks.created_at."""
 
-from queueguard.upgrade import steps
+from queueguard.queue_schema import steps
 
 revision = "005"
 down_revision = "004"
@@ -153,7 +153,7 @@ def test_verify_passes_on_005_after_regenerating_the_golden_files(
 ) -> None:
     fixtures = tmp_path / "fixtures"
     shutil.copytree(fixtures_dir(), fixtures, ignore=shutil.ignore_patterns("__pycache__"))
-    generator = [sys.executable, "-m", "queueguard.upgrade.fixturegen"]
+    generator = [sys.executable, "-m", "queueguard.queue_schema.fixturegen"]
     where = ["--fixtures", str(fixtures), "--migrations", str(migrations_005)]
     subprocess.run([*generator, "--write", *where], check=True, capture_output=True)
     code, out = _run(

@@ -10,10 +10,10 @@ from collections.abc import Callable
 import pytest
 
 from queueguard.cli import main
+from queueguard.engine.checksums import table_checksums
 from queueguard.pg.connect import connection
-from queueguard.upgrade.checksums import table_checksums
-from queueguard.upgrade.golden import get
-from queueguard.upgrade.rehearse import _payload_key, check_conservation, rehearse
+from queueguard.queue_schema.golden import get
+from queueguard.queue_schema.rehearse import _payload_key, check_conservation, rehearse
 
 Db = Callable[..., str]
 

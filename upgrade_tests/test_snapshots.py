@@ -11,10 +11,10 @@ import pytest
 from queueguard import snapshot
 from queueguard.cli import main
 from queueguard.pg.connect import connection
-from queueguard.upgrade import state
-from queueguard.upgrade.golden import snapshot_path
-from queueguard.upgrade.runner import upgrade
-from queueguard.upgrade.verify_report import state_diff
+from queueguard.queue_schema import state
+from queueguard.queue_schema.golden import snapshot_path
+from queueguard.queue_schema.runner import upgrade
+from queueguard.queue_schema.verify.report import state_diff
 
 Db = Callable[..., str]
 V3_SNAPSHOTS = sorted(p.name for p in snapshot_path("").glob("v3_*.json"))

@@ -14,10 +14,10 @@ import pytest
 
 from queueguard import revisions
 from queueguard.pg import scratch
+from queueguard.queue_schema import manifest
+from queueguard.queue_schema.verify import verify
+from queueguard.queue_schema.verify.report import render
 from queueguard.resources import migrations_dir
-from queueguard.upgrade import manifest
-from queueguard.upgrade.verify import verify
-from queueguard.upgrade.verify_report import render
 
 #: each test runs verify whole on a mutated copy of the set: tens of seconds
 pytestmark = pytest.mark.slow

@@ -36,7 +36,7 @@ from bench.common.ledger import Outcome, drain_and_judge
 from bench.common.report import record, say, seconds
 from bench.common.servers import ScratchServer
 from bench.common.workload import SLOW_SHARE, START_TIMEOUT, queues_for, rng
-from queueguard.upgrade.runner import upgrade
+from queueguard.queue_schema.runner import upgrade
 
 CI_TEST = "`tests/test_reliability_network.py::test_database_restarts_mid_stream` (2 restarts)"
 

@@ -45,9 +45,9 @@ from queueguard.core.history import task_payload
 from queueguard.core.keys import PhysicalQueue
 from queueguard.core.store import Execution
 from queueguard.errors import MigrationError, QueueguardError, SchemaTooOld
+from queueguard.queue_schema.legacy import V03Worker
 from queueguard.runtime.matching import Matching
 from queueguard.stores.postgres import PostgresStore
-from queueguard.upgrade.legacy import V03Worker
 
 CI_TEST = "`tests/test_reliability_security.py` (all checks, fewer DSN forms)"
 RUNTIME_TABLES = ("task_queues", "tasks", "task_queue_user_data", "executions", "scheduled_tasks")

@@ -1,7 +1,7 @@
 """Chaos scenario 4: lock contention during the upgrade.
 
 A 003 database of `--rows` task rows serves `--writers` v0.3 hosts (the released statement
-catalog, `queueguard.upgrade.legacy.V03Worker`, each appending to its own queue as fast as it
+catalog, `queueguard.queue_schema.legacy.V03Worker`, each appending to its own queue as fast as it
 can, every append timed) while long transactions hold locks that conflict with 004's
 ACCESS EXCLUSIVE locks (task_queues, then tasks, then runtime_protocol):
 
@@ -44,8 +44,8 @@ from bench.common.v3_database import build_template
 from queueguard.core.history import task_payload
 from queueguard.errors import LockTimeout, QueueguardError
 from queueguard.pg.scratch import dbname_of
-from queueguard.upgrade.legacy import LegacyQueue, V03Worker
-from queueguard.upgrade.runner import UpgradeReport, upgrade
+from queueguard.queue_schema.legacy import LegacyQueue, V03Worker
+from queueguard.queue_schema.runner import UpgradeReport, upgrade
 
 CI_TEST = (
     "`tests/upgrade/migrations/test_locks.py::test_lock_contention_times_out_retries_fails_cleanly_and_"

@@ -24,8 +24,8 @@ from bench.common.databases import query
 from bench.common.servers import ScratchServer
 from queueguard.pg.connect import connect
 from queueguard.pg.dsn import validate
+from queueguard.queue_schema import golden, preflight, runner, status
 from queueguard.stores.postgres import PostgresStore
-from queueguard.upgrade import golden, preflight, runner, status
 
 
 @dataclass

@@ -32,7 +32,7 @@ from bench.common.databases import scratch_databases
 from bench.common.fingerprints import revision, upgrade_state
 from bench.common.report import record, say, seconds
 from queueguard import revisions
-from queueguard.upgrade.runner import upgrade
+from queueguard.queue_schema.runner import upgrade
 
 CI_TEST = (
     "`tests/upgrade/migrations/test_concurrent_runners.py` (two runners on an empty database; "

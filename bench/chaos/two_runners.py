@@ -33,7 +33,7 @@ from bench.common.v3_database import build_template
 from bench.common.workload import rng
 from queueguard.errors import LockTimeout
 from queueguard.pg.scratch import dbname_of
-from queueguard.upgrade.runner import upgrade
+from queueguard.queue_schema.runner import upgrade
 
 CI_TEST = (
     "`tests/upgrade/migrations/test_concurrent_runners.py::"
@@ -132,7 +132,7 @@ def bounded_wait(dsn: str, wait_s: float = 1.0) -> str:
     # in an open transaction.
     holder = connect(dsn, application_name="queueguard-upgrade")
     try:
-        holder.execute(queries("queueguard.upgrade", "upgrade.sql")["runner_lock"])
+        holder.execute(queries("queueguard.queue_schema", "upgrade.sql")["runner_lock"])
         before = upgrade_state(dsn)
         started = time.monotonic()
         try:

@@ -57,9 +57,9 @@ from queueguard.core.history import task_payload
 from queueguard.core.keys import PhysicalQueue
 from queueguard.core.store import Execution
 from queueguard.errors import QueueguardError
+from queueguard.queue_schema.runner import upgrade
 from queueguard.runtime.matching import Matching
 from queueguard.stores.postgres import PostgresStore
-from queueguard.upgrade.runner import upgrade
 
 Q = PhysicalQueue("chaos", "unknown-commit", "workflow", 0)
 CI_TEST = "`tests/test_reliability_network.py::test_unknown_commit_outcome` (24 cuts)"

@@ -1,4 +1,4 @@
-"""An Alembic project written for the benchmark (bench/foreign/alembic_speed.py): an
+"""An Alembic project written for the benchmark (bench/engine/alembic_speed.py): an
 application whose env.py imports the application — its ORM models, one class per table, and
 the heavy libraries it uses (hypothesis, jsonschema, sqlglot: about a second of imports, as
 an application's own) — and `revisions` revisions of the kinds real projects ship: tables

@@ -10,7 +10,7 @@ from psycopg import sql
 
 from queueguard.pg import scratch
 from queueguard.pg.connect import connection
-from queueguard.upgrade.runner import upgrade
+from queueguard.queue_schema.runner import upgrade
 
 PREFIX = "qg_chaos"
 

@@ -1,4 +1,4 @@
-"""A Django project written for the benchmarks (`bench.foreign.django_speed`): several apps
+"""A Django project written for the benchmarks (`bench.engine.django_speed`): several apps
 whose migrations depend on each other, each app's table growing one operation a migration —
 foreign keys, rows written by a `RunPython`, new columns, indexes, check and unique
 constraints, altered fields, new child tables — with an `atomic = False` migration building

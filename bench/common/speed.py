@@ -1,5 +1,5 @@
-"""What the speed benchmarks next to a native tool share (`bench.foreign.alembic_speed`,
-`bench.foreign.django_speed`): each command a process of its own, timed start to exit, and
+"""What the speed benchmarks next to a native tool share (`bench.engine.alembic_speed`,
+`bench.engine.django_speed`): each command a process of its own, timed start to exit, and
 the table of each command's fastest round and median ratio to the native command."""
 
 from __future__ import annotations

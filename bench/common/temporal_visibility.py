@@ -9,9 +9,9 @@ from pathlib import Path
 import psycopg
 
 from queueguard import sets
+from queueguard.engine.apply.runner import upgrade
 from queueguard.pg import scratch
 from queueguard.pg.scratch import ScratchDatabases
-from queueguard.upgrade.foreign.runner import upgrade
 
 TABLE = "executions_visibility"
 FILL = f"""

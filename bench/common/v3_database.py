@@ -9,7 +9,7 @@ import time
 from bench.common.commands import QUEUEGUARD
 from bench.common.databases import query
 from queueguard.pg.scratch import ScratchDatabases
-from queueguard.upgrade.runner import upgrade
+from queueguard.queue_schema.runner import upgrade
 
 FAMILIES = 10
 

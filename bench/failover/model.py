@@ -13,8 +13,8 @@ from bench.common.v3_database import first_step_at, seed_v3
 from bench.topology.patroni import Failover, PatroniCluster
 from queueguard import revisions
 from queueguard.pg.connect import connection
-from queueguard.upgrade import audit
-from queueguard.upgrade.runner import upgrade
+from queueguard.queue_schema import audit
+from queueguard.queue_schema.runner import upgrade
 
 CI_TEST = (
     "`tests/topology/test_failover.py` (2 failovers: synchronous, mid-004, through PgBouncer; "

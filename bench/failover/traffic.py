@@ -19,7 +19,7 @@ from bench.common.host_process import HostProcess, reap
 from bench.common.ledger import Outcome, drain_and_judge
 from bench.common.workload import queues_for
 from bench.topology.patroni import PatroniCluster
-from queueguard.upgrade.runner import upgrade
+from queueguard.queue_schema.runner import upgrade
 
 
 # -- the runtime traffic -----------------------------------------------------------------------

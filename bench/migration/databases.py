@@ -9,7 +9,7 @@ import time
 import psycopg
 
 from queueguard.pg.scratch import ScratchDatabases
-from queueguard.upgrade.runner import upgrade
+from queueguard.queue_schema.runner import upgrade
 
 
 def log(message: str) -> None:

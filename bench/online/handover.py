@@ -21,9 +21,9 @@ from bench.online.database import HANDOVER, started
 from bench.online.gaps import longest_gap
 from queueguard.core.history import task_payload
 from queueguard.core.keys import PhysicalQueue
+from queueguard.queue_schema.legacy import LegacyQueue, V03Worker
 from queueguard.runtime.matching import Matching
 from queueguard.stores.postgres import PostgresStore
-from queueguard.upgrade.legacy import LegacyQueue, V03Worker
 
 QUEUE = PhysicalQueue("bulk", "handover", "workflow", 0)
 LEGACY_QUEUE = LegacyQueue("bulk", "handover")

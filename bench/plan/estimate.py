@@ -7,7 +7,7 @@ What it does (results: docs/benchmarks.md, "plan: estimate vs real duration"):
    and a foreign-key-shaped `parent_id` without its constraint), loaded with set-based
    `generate_series` inserts, the indexes built after the load, then `VACUUM ANALYZE`d;
 2. for every case — one statement, written as a one-file sqldir migration set into a temp
-   dir — and every `--sample` size, calls `queueguard.upgrade.plan.planner.plan` on TARGET
+   dir — and every `--sample` size, calls `queueguard.engine.plan.planner.plan` on TARGET
    and reads the statement's `estimate_ms`;
 3. clones TARGET (`CREATE DATABASE … TEMPLATE … STRATEGY FILE_COPY`, so every case starts
    from the same state), runs `CHECKPOINT`, then the statement (in a transaction, or alone
@@ -43,10 +43,10 @@ from psycopg import sql
 from bench.common.commands import ROOT, shown
 from bench.common.doc_sections import replace_section
 from queueguard import sets
+from queueguard.engine.plan import planner
 from queueguard.pg import scratch
 from queueguard.pg.connect import connection
 from queueguard.pg.scratch import ScratchDatabases
-from queueguard.upgrade.plan import planner
 
 DOCS = ROOT / "docs" / "benchmarks.md"
 SECTION = "## plan: estimate vs real duration"
@@ -253,7 +253,7 @@ def section(results: list[Row], command: str, load: tuple[float, float]) -> str:
         "ones, 3 on two columns or an expression), its indexes built after the load and the "
         f"table `VACUUM (FREEZE, ANALYZE)`d; `parent`, {PARENTS:,} rows, for the foreign key. "
         "Each case is a one-statement sqldir set: `estimate_ms` is "
-        "`queueguard.upgrade.plan.planner.plan(…, sample_rows=…)`'s for that statement (its "
+        "`queueguard.engine.plan.planner.plan(…, sample_rows=…)`'s for that statement (its "
         "sample timed on the scratch copy, scaled by `bill.estimate`); `actual_ms` is the same "
         "statement and its commit on a fresh `CREATE DATABASE … TEMPLATE` copy of TARGET, after "
         "a `CHECKPOINT`, timed from the client. Target ratio: within [0.5, 2].",

@@ -6,8 +6,8 @@ What it does, for each `--rows` (default 100,000 and 1,000,000), on one server:
 1. applies Temporal's real visibility files up to `--from` (default 1.12; pass the folder
    `schema/postgresql/v12/visibility/versioned` of a checkout of Temporal's public repository:
    the files are read from there, never copied into this repository) and fills
-   `executions_visibility` (`bench.foreign.online.build`);
-2. runs `queueguard.upgrade.plan.planner.plan(…, to=--to)` on it `--plans` times (default
+   `executions_visibility` (`bench.engine.online.build`);
+2. runs `queueguard.engine.plan.planner.plan(…, to=--to)` on it `--plans` times (default
    2), nothing else running, and keeps each statement's `estimate_ms`;
 3. clones the database (`CREATE DATABASE … TEMPLATE`), runs `CHECKPOINT`, then `upgrade`
    to `--to` on the clone, each statement's time as the runner reports it;
@@ -38,12 +38,12 @@ from bench.common.commands import ROOT, shown
 from bench.common.doc_sections import replace_section
 from bench.common.temporal_visibility import build
 from queueguard import sets
+from queueguard.engine.apply.report import Step
+from queueguard.engine.apply.runner import upgrade
+from queueguard.engine.plan import planner
 from queueguard.pg import scratch
 from queueguard.pg.scratch import ScratchDatabases
 from queueguard.sets import temporal
-from queueguard.upgrade.foreign.report import Step
-from queueguard.upgrade.foreign.runner import upgrade
-from queueguard.upgrade.plan import planner
 
 DOCS = ROOT / "docs" / "benchmarks.md"
 SECTION = "## plan: the same estimate twice"
@@ -140,7 +140,7 @@ def render(results: list[Row], args: argparse.Namespace, load: tuple[float, floa
         f"{SHOWN_ABOVE_MS / 1000:g} s or more for real. Goals: spread (largest estimate ÷ "
         "smallest) ≤ 1.25; estimate ÷ real within [0.5, 2]. On the 100,000-row sample the "
         "rewrite takes tens of seconds and runs once (a rewrite is repeated for a median only "
-        "under 5 s, docs/foreign-sets.md); a concurrent build runs once, outside a "
+        "under 5 s, docs/migration-sets.md); a concurrent build runs once, outside a "
         "transaction, and is scaled about ×10 at 1,000,000 rows.",
         "",
         "| rows | statement | estimates (ms) | spread | real (ms) | estimate ÷ real |",

@@ -16,7 +16,7 @@ What it measures, in one run on one server:
    the strongest relation lock preflight holds, and every time the writer waits on a lock
    whose holder is preflight (`pg_blocking_pids`); it reports the writer's p50/p99 latency
    with and without preflight;
-4. calibrates the `estimate.*` findings: on a clone, applies 004 (`queueguard.upgrade.runner`),
+4. calibrates the `estimate.*` findings: on a clone, applies 004 (`queueguard.queue_schema.runner`),
    and compares its wall time, WAL volume and table growth with what preflight predicted.
 
 Run from the repository root (embedded server by default, or `--admin-dsn`):
@@ -50,8 +50,8 @@ from bench.preflight.report import SECTION, render
 from queueguard.pg import scratch
 from queueguard.pg.scratch import ScratchDatabases
 from queueguard.pg.sqlfiles import queries
-from queueguard.upgrade.preflight import APPLICATION_NAME, PreflightReport, preflight
-from queueguard.upgrade.runner import upgrade
+from queueguard.queue_schema.preflight import APPLICATION_NAME, PreflightReport, preflight
+from queueguard.queue_schema.runner import upgrade
 
 DOCS = ROOT / "docs" / "benchmarks.md"
 LOCK_RANK = [
@@ -311,8 +311,8 @@ def calibrate(databases: ScratchDatabases, dsn: str, report: PreflightReport) ->
 
 def per_file(dsn: str) -> list[tuple[str, float]]:
     """Each applicable audit file timed alone, in preflight's transaction and settings."""
-    from queueguard.upgrade import audit
-    from queueguard.upgrade import preflight as module
+    from queueguard.queue_schema import audit
+    from queueguard.queue_schema import preflight as module
 
     timings = []
     with psycopg.connect(dsn, autocommit=True) as conn, conn.cursor() as cur:

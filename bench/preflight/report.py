@@ -64,7 +64,7 @@ def render(args: argparse.Namespace, server: str, t: dict[str, Any]) -> str:
         *[f"| `{name}` | {s:.3f} |" for name, s in t["per_file"]],
         "",
         "Calibration of the `estimate.*` findings against 004 applied to a clone of the same "
-        "database (`queueguard.upgrade.runner.upgrade`):",
+        "database (`queueguard.queue_schema.runner.upgrade`):",
         "",
         "| | preflight estimated | measured |",
         "|---|---|---|",

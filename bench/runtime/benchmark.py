@@ -58,7 +58,7 @@ from bench.runtime.report import SECTION, Results, render, targets
 from queueguard.pg import scratch
 from queueguard.pg.connect import connection
 from queueguard.pg.scratch import ScratchDatabases
-from queueguard.upgrade.runner import upgrade
+from queueguard.queue_schema.runner import upgrade
 
 DOCS = ROOT / "docs" / "benchmarks.md"
 ALL_MODES = ("raw", "one-by-one", "batched", "procrastinate")

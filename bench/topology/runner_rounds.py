@@ -17,7 +17,7 @@ from bench.topology.pgbouncer import PgBouncer
 from queueguard import revisions, snapshot
 from queueguard.pg.connect import connection
 from queueguard.pg.scratch import ScratchDatabases, dbname_of
-from queueguard.upgrade import golden, state
+from queueguard.queue_schema import golden, state
 
 #: Client transactions between the runners' (reads of what 004 leaves alone).
 CLIENT_SQL = "SELECT count(*) FROM executions"

@@ -7,8 +7,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from queueguard.pg.connect import connection
-from queueguard.upgrade.preflight import preflight
-from queueguard.upgrade.runner import upgrade
+from queueguard.queue_schema.preflight import preflight
+from queueguard.queue_schema.runner import upgrade
 
 
 @dataclass(frozen=True)
@@ -39,8 +39,8 @@ def measure(dsn: str, *, planned: bool = False) -> WalRun:
     bill = None
     if planned:
         from queueguard import sets
+        from queueguard.engine.plan.planner import plan
         from queueguard.resources import migrations_dir
-        from queueguard.upgrade.plan.planner import plan
 
         bill = plan(sets.load(Path(str(migrations_dir())), "queueguard"), dsn).document()
     report = preflight(dsn)

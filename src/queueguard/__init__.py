@@ -62,7 +62,7 @@ _PUBLIC = {
 
 
 def _create_head_schema(dsn: str) -> None:
-    from queueguard.upgrade.install import create_head_schema
+    from queueguard.queue_schema.install import create_head_schema
 
     create_head_schema(dsn)
 

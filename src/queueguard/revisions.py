@@ -14,7 +14,7 @@ field) and may declare facts about itself as plain module-level literals:
 - `predates_lint`: released before `queueguard lint` existed, so the gate checks its hash but
   not its style (default False);
 - `locks`: its lock budget, the exact lock it takes on each table that existed before it ran
-  (`{"tasks": "ACCESS EXCLUSIVE"}`; see `queueguard.upgrade.locks`; default: none declared,
+  (`{"tasks": "ACCESS EXCLUSIVE"}`; see `queueguard.engine.locks`; default: none declared,
   which `upgrade` enforces as "no lock on any existing table");
 - `online_locks`: for a revision with an online path, its lock ceiling: no transaction of
   `upgrade --online` may hold more on any table (default: none declared, enforced as "no lock

@@ -17,13 +17,13 @@ import pytest
 
 from queueguard.cli import main
 from queueguard.pg import scratch, tools
-from queueguard.upgrade import golden
-from queueguard.upgrade.runner import upgrade
+from queueguard.queue_schema import golden
+from queueguard.queue_schema.runner import upgrade
 
 ROOT = Path(__file__).resolve().parents[2]
 TEMPORAL = str(ROOT / "tests/sets/data/temporal")
-KENNELS = ROOT / "tests/foreign/fixtures/0.2--two-kennels.sql"
-INVARIANTS = str(ROOT / "tests/foreign/invariants.sql")
+KENNELS = ROOT / "tests/engine/fixtures/0.2--two-kennels.sql"
+INVARIANTS = str(ROOT / "tests/engine/invariants.sql")
 REPR = re.compile(
     r"\{'|\['|\[\]|(?<![\w)\]])\(\)|\bNone\b|\bTrue\b|\bFalse\b|object at 0x|\(\d+,\)"
 )
@@ -66,23 +66,23 @@ T = ("--migrations", TEMPORAL)
 COMMANDS: list[tuple[str, tuple[str, ...]]] = [
     ("status-v03", ("status", "--dsn", "{v03}")),
     ("status-head", ("status", "--dsn", "{head}")),
-    ("status-foreign", ("status", *T, "--dsn", "{kennels}")),
+    ("status-set", ("status", *T, "--dsn", "{kennels}")),
     ("inspect-v03", ("inspect", "order-1", "--dsn", "{v03}")),
     ("preflight-v03", ("preflight", "--dsn", "{v03}")),
     ("preflight-head", ("preflight", "--dsn", "{head}")),
     ("plan-v03", ("plan", "--dsn", "{v03}", "--max-lock", "1ms")),
     ("plan-head", ("plan", "--dsn", "{head}")),
-    ("plan-foreign", ("plan", *T, "--dsn", "{kennels}", "--max-lock", "1ms")),
+    ("plan-set", ("plan", *T, "--dsn", "{kennels}", "--max-lock", "1ms")),
     ("rehearse-v03", ("rehearse", "--dsn", "{v03}")),
-    ("rehearse-foreign", ("rehearse", *T, "--dsn", "{kennels}", "--invariants", INVARIANTS)),
+    ("rehearse-set", ("rehearse", *T, "--dsn", "{kennels}", "--invariants", INVARIANTS)),
     ("upgrade-v03", ("upgrade", "--dsn", "{copy-v03}")),
     ("upgrade-head", ("upgrade", "--dsn", "{head}")),
-    ("upgrade-foreign", ("upgrade", *T, "--dsn", "{copy-kennels}")),
+    ("upgrade-set", ("upgrade", *T, "--dsn", "{copy-kennels}")),
     ("lint", ("lint",)),
-    ("lint-foreign", ("lint", TEMPORAL)),
+    ("lint-set", ("lint", TEMPORAL)),
     ("verify-v0.1", ("verify", "--fixture", "v0.1")),
     (
-        "verify-foreign",
+        "verify-set",
         ("verify", *T, "--fixtures", str(KENNELS.parent), "--invariants", INVARIANTS),
     ),
     ("fixtures", ("fixtures", "list")),

@@ -5,7 +5,7 @@ from __future__ import annotations
 import io
 
 from queueguard.cli.progress import Reporter, line
-from queueguard.upgrade.online.report import Progress
+from queueguard.queue_schema.online.report import Progress
 
 
 class Terminal(io.StringIO):

@@ -14,14 +14,14 @@ import psycopg
 import pytest
 
 from queueguard.cli import main
+from queueguard.engine.apply.runner import upgrade
+from queueguard.engine.apply.session import Limits
+from queueguard.engine.plan import planner
 from queueguard.errors import LockTimeout, UsageError
 from queueguard.report.plan import markdown
 from queueguard.sets import django as django_format
 from queueguard.sets import load
 from queueguard.sets.django_start import Options, manage_py_settings
-from queueguard.upgrade.foreign.runner import upgrade
-from queueguard.upgrade.foreign.session import Limits
-from queueguard.upgrade.plan import planner
 from tests.djangoset.conftest import add_migration, manage
 
 
@@ -240,7 +240,7 @@ class Migration(migrations.Migration):
 def test_a_raw_cursor_and_another_thread_make_a_migration_opaque(
     shop: Path, make_db: Callable[..., str]
 ) -> None:
-    from queueguard.upgrade.plan import django_revision
+    from queueguard.engine.formats.django import trace as django_revision
 
     add_migration(shop, "catalog", "0006_opaque", OPAQUE)
     mset = load(shop, "django")
@@ -309,7 +309,7 @@ def test_threads_left_running_do_not_leak() -> None:
 
 
 def test_lint_reads_the_captured_statements_and_flags_an_apps_two_leaves(shop: Path) -> None:
-    from queueguard.lint.foreign import lint_set
+    from queueguard.lint.sets import lint_set
 
     mset = load(shop, "django")
     assert mset.conflicts == ()  # one leaf in each of three apps: Django's normal state
@@ -335,7 +335,7 @@ def test_lint_with_a_target_observes_the_pending_migrations(
 ) -> None:
     """`lint --dsn` on a Django project: a pending migration's captured statement carries
     what its trace on a copy of the target saw; an applied one keeps the static guess."""
-    from queueguard.lint.foreign import lint_set
+    from queueguard.lint.sets import lint_set
 
     target = make_db()
     manage(shop, target, "migrate", "catalog", "0003_backfill_sku")
@@ -381,12 +381,13 @@ def test_a_statements_before_is_the_previous_ones_after(
     """Within a migration's transaction, the session read after one statement stands for the
     session before the next (nothing is sent between): what each statement did is the same
     as when it is read again."""
-    from queueguard.upgrade.plan import django_revision, python_revision
+    from queueguard.engine.formats.django import trace as django_revision
+    from queueguard.engine.plan import watch as python_revision
 
     mset = load(shop, "django")
     reused = django_revision.capture(mset, make_db(), mset.pending(None)).traced
     reads = 0
-    fresh_run = python_revision._Watcher.run
+    fresh_run = python_revision.Watcher.run
 
     def fresh(
         self: object, conn: object, sql: str, execute: object, before: object = None
@@ -395,7 +396,7 @@ def test_a_statements_before_is_the_previous_ones_after(
         reads += 1
         return fresh_run(self, conn, sql, execute, None)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(python_revision._Watcher, "run", fresh)
+    monkeypatch.setattr(python_revision.Watcher, "run", fresh)
     again = django_revision.capture(mset, make_db(), mset.pending(None)).traced
 
     def what(traced: list[object]) -> list[tuple[object, ...]]:

@@ -19,9 +19,9 @@ import psycopg
 import pytest
 
 from queueguard.cli import main
+from queueguard.engine.apply import progress
+from queueguard.engine.online import proof
 from queueguard.sets import load
-from queueguard.upgrade.foreign import progress
-from queueguard.upgrade.foreign.online import proof
 from tests.djangoset.conftest import add_migration, manage
 
 ONLINE = """

@@ -17,14 +17,14 @@ import psycopg
 import pytest
 
 from queueguard.cli import main
+from queueguard.engine.apply.runner import upgrade
+from queueguard.engine.apply.session import Limits
+from queueguard.engine.formats.django import runner as django_upgrade
+from queueguard.engine.plan import planner
 from queueguard.errors import MigrationError
 from queueguard.pg import tools
 from queueguard.sets import django as django_format
 from queueguard.sets import load
-from queueguard.upgrade.foreign import django_upgrade
-from queueguard.upgrade.foreign.runner import upgrade
-from queueguard.upgrade.foreign.session import Limits
-from queueguard.upgrade.plan import planner
 from tests.djangoset.conftest import add_migration, manage
 
 

@@ -13,7 +13,7 @@ import psycopg
 import pytest
 
 from queueguard.cli import main
-from queueguard.upgrade import catalog
+from queueguard.engine import catalog
 from tests.fleet.conftest import Fleet
 
 pytestmark = pytest.mark.slow

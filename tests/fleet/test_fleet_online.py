@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from queueguard.cli import main
-from queueguard.upgrade import catalog
+from queueguard.engine import catalog
 from tests.fleet.conftest import Fleet, ledger
 from tests.fleet.test_fleet_plan import REWRITE, _at_0001
 

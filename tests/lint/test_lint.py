@@ -20,8 +20,8 @@ from queueguard.lint import LintFailed, Report, discover, lint, predating_lint
 from queueguard.lint.model import SqlFile, scan
 from queueguard.lint.rules import RULES
 from queueguard.lint.rules.lock_order import access_exclusive_tables
+from queueguard.queue_schema import manifest
 from queueguard.resources import migrations_dir
-from queueguard.upgrade import manifest
 
 CORPUS = Path(__file__).parent / "lint_corpus"
 GOLDEN = CORPUS / "golden"

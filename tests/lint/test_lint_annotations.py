@@ -70,8 +70,8 @@ def test_sarif_validates_and_github_names_the_same_lines(
     commands = [COMMAND.match(line) for line in lines]
     assert all(commands), lines
     assert [(SARIF_LEVEL[m[1]], m[2], int(m[3]), int(m[4])) for m in commands if m] == where
-    # one annotation per statement: the JSON document's statements (foreign) or the distinct
-    # statements its findings sit in (the gate)
+    # one annotation per statement: the JSON document's statements (a set of another format)
+    # or the distinct statements its findings sit in (the gate)
     doc = json.loads(_lint(capsys, *paths, "--output", "json"))
     if "statements" in doc:
         assert len(lines) == len(doc["statements"])

@@ -7,8 +7,8 @@ import math
 
 import pytest
 
-from queueguard.upgrade.plan import safer
-from queueguard.upgrade.plan.bill import (
+from queueguard.engine.plan import safer
+from queueguard.engine.plan.bill import (
     PAGE,
     READ_MS_PER_PAGE,
     Line,
@@ -17,7 +17,7 @@ from queueguard.upgrade.plan.bill import (
     held,
     verdict,
 )
-from queueguard.upgrade.plan.observe import Observation
+from queueguard.engine.plan.observe import Observation
 
 AEL, SL, REL = "AccessExclusiveLock", "ShareLock", "RowExclusiveLock"
 INDEXES = {"big_pkey": "big", "big_a": "big", "parent_pkey": "parent"}
@@ -145,7 +145,7 @@ def test_a_lock_in_a_transaction_is_held_to_its_commit() -> None:
 def test_verdict(
     locks: list[str], held_ms: float, max_lock_ms: float | None, expected: str
 ) -> None:
-    from queueguard.upgrade.plan.bill import blocking
+    from queueguard.engine.plan.bill import blocking
 
     one = line(held_ms, locks=locks)
     one.held_ms = held_ms

@@ -17,8 +17,8 @@ import psycopg
 import pytest
 
 from queueguard import sets
-from queueguard.upgrade.plan import safer
-from queueguard.upgrade.plan.planner import Plan, plan
+from queueguard.engine.plan import safer
+from queueguard.engine.plan.planner import Plan, plan
 
 AEL, SL, SUEL, SREL, REL = (
     "AccessExclusiveLock",
@@ -290,7 +290,7 @@ def observed(tmp_path_factory: pytest.TempPathFactory, pg_admin_dsn: str) -> Ite
 
 
 def _last(result: Plan, revision: str) -> dict[str, Any]:
-    from queueguard.upgrade.plan.bill import document
+    from queueguard.engine.plan.bill import document
 
     lines = dict(result.revisions)[revision]
     return document(lines[-1])
@@ -354,8 +354,8 @@ def test_every_revision_is_planned_in_order_with_a_sample(observed: Plan) -> Non
 def _traced_rewrite(admin_dsn: str, statements: list[str]) -> tuple[list[Any], Any, Any]:
     """`apply.traced` on ten rows of `t` (c int) beside a sequence `s`: what it saw, the
     sequence's last value and max(c) after it."""
+    from queueguard.engine.plan import apply
     from queueguard.pg import scratch
-    from queueguard.upgrade.plan import apply
 
     with scratch.ScratchDatabases(admin_dsn, prefix="qgrep") as databases:
         dsn = databases.create()
@@ -375,7 +375,7 @@ def test_a_rewrite_is_timed_as_the_median_of_several_runs_the_last_one_kept(
     """A statement that rewrote a table is run REPEATS times (rolled back but the last), so
     one run's swing does not make the bill: the sequence its USING draws from (not rolled
     back) shows every run, the table holds the last run's values."""
-    from queueguard.upgrade.plan import apply
+    from queueguard.engine.plan import apply
 
     monkeypatch.setattr(apply, "REPEAT_ABOVE_S", 0.0)
     seen, last, top = _traced_rewrite(pg_admin_dsn, [
@@ -390,7 +390,7 @@ def test_a_rewrite_is_timed_as_the_median_of_several_runs_the_last_one_kept(
 def test_a_long_rewrite_runs_once(pg_admin_dsn: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """A rewrite at or over REPEAT_BELOW_S on the sample is not repeated: its one run spans
     the swings a median smooths, and repeating it multiplies plan's longest step."""
-    from queueguard.upgrade.plan import apply
+    from queueguard.engine.plan import apply
 
     monkeypatch.setattr(apply, "REPEAT_ABOVE_S", 0.0)
     monkeypatch.setattr(apply, "REPEAT_BELOW_S", 0.0)

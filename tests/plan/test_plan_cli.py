@@ -20,13 +20,13 @@ import psycopg
 import pytest
 
 from queueguard.cli import main
+from queueguard.engine.catalog import fingerprint
 from queueguard.pg import scratch, tools
 from queueguard.pg.connect import connection
 from queueguard.pg.dsn import with_params
+from queueguard.queue_schema.runner import upgrade
 from queueguard.sets import load
 from queueguard.sets import temporal as temporal_format
-from queueguard.upgrade.catalog import fingerprint
-from queueguard.upgrade.runner import upgrade
 from tests.upgrade.preflight_support import V03_ROWS, execute
 
 DATA = Path(__file__).resolve().parent.parent / "sets" / "data"

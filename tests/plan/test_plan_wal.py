@@ -11,9 +11,9 @@ from pathlib import Path
 import psycopg
 
 from queueguard import sets
+from queueguard.engine.plan.observe import WalMeter, new_files
+from queueguard.engine.plan.planner import plan
 from queueguard.pg import scratch
-from queueguard.upgrade.plan.observe import WalMeter, new_files
-from queueguard.upgrade.plan.planner import plan
 
 ROWS, SAMPLE = 40_000, 4_000
 #: the index and the validation are on a table of their own: after the rewrite, the first scan

@@ -8,8 +8,8 @@ pull-request comment `--output markdown` renders from that document.
 
 Each case runs one command with `--output json` on the embedded server (scratch databases,
 dropped afterwards), from the repository's root, so the document names files as a checkout
-does. The absolute path of the checkout, which two documents keep (foreign verify's
-`migrations`, foreign lint's `root`), is written as `.`: the comment never shows it (a test
+does. The absolute path of the checkout, which two documents keep (`verify --migrations`'s
+`migrations`, `lint --migrations`'s `root`), is written as `.`: the comment never shows it (a test
 holds the renderers to that). The comment is then rendered from the stored document alone,
 as `--output markdown` renders it, so `--check` needs no database.
 """
@@ -31,7 +31,7 @@ DATA = HERE / "data"
 TEMPORAL = "tests/sets/data/temporal"
 ALEMBIC = "tests/sets/data/alembic_plain"
 ACCOUNTS = "tests/report/data/accounts"
-TWO_KENNELS = REPO / "tests/foreign/fixtures/0.2--two-kennels.sql"
+TWO_KENNELS = REPO / "tests/engine/fixtures/0.2--two-kennels.sql"
 LINT_BAD = [
     "tests/lint/lint_corpus/golden/lock_order/bad.sql",
     "tests/lint/lint_corpus/golden/squawk/bad.sql",
@@ -41,8 +41,8 @@ LINT_BAD = [
 #: case -> (command, how to make its arguments from the scratch databases)
 Argv = Callable[["Targets"], list[str]]
 FRESH = "tests/sets/data/temporal_fresh.sql"
-FIXTURES = "tests/foreign/fixtures"
-INVARIANTS = "tests/foreign/invariants.sql"
+FIXTURES = "tests/engine/fixtures"
+INVARIANTS = "tests/engine/invariants.sql"
 CASES: dict[str, tuple[str, Argv]] = {
     "plan-temporal": (
         "plan",
@@ -116,7 +116,7 @@ class Targets:
         return dsn
 
     def v03(self) -> str:
-        from queueguard.upgrade import golden
+        from queueguard.queue_schema import golden
 
         dsn = self.empty()
         golden.load(golden.get("v0.3"), dsn)

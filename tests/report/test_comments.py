@@ -133,7 +133,7 @@ def test_verify_tables_hold_every_fixtures_checks() -> None:
     assert doc["ok"] is comment.startswith("### ✅")
 
 
-def test_foreign_verify_tables_hold_checks_and_statements() -> None:
+def test_set_verify_tables_hold_checks_and_statements() -> None:
     doc, comment = _doc("verify-temporal"), _comment("verify-temporal")
     (checks,) = [t for t in tables(comment) if t.header[:2] == ["Check", "Subject"]]
     assert [(r[0].text, r[1].text) for r in checks.rows] == [
@@ -171,7 +171,7 @@ def test_lint_tables_hold_every_finding_by_file(name: str) -> None:
     ]
 
 
-def test_foreign_lint_tables_hold_every_flagged_statement() -> None:
+def test_set_lint_tables_hold_every_flagged_statement() -> None:
     doc, comment = _doc("lint-temporal"), _comment("lint-temporal")
     rows = [r for t in tables(comment) if t.heading.startswith("Revision ") for r in t.rows]
     assert len(rows) == len(doc["statements"]) > 0

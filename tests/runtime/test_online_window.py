@@ -10,11 +10,11 @@ from bench.common.v3_database import seed_v3
 from queueguard.core.history import task_payload
 from queueguard.core.keys import PhysicalQueue
 from queueguard.pg.connect import connection
+from queueguard.queue_schema import online
+from queueguard.queue_schema.legacy.workers import LegacyQueue, V03Worker
+from queueguard.queue_schema.runner import upgrade
 from queueguard.runtime.matching import Matching
 from queueguard.stores.postgres import PostgresStore
-from queueguard.upgrade import online
-from queueguard.upgrade.legacy.workers import LegacyQueue, V03Worker
-from queueguard.upgrade.runner import upgrade
 
 QUEUE = PhysicalQueue("bulk", "f1", "workflow", 0)
 

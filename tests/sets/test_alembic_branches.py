@@ -13,14 +13,14 @@ import psycopg
 import pytest
 from alembic import command
 
+from queueguard.engine import catalog
+from queueguard.engine.apply.runner import upgrade
+from queueguard.engine.verify.checks import heads_check
 from queueguard.errors import UsageError
-from queueguard.lint.foreign import lint_set
+from queueguard.lint.sets import lint_set
 from queueguard.sets import alembic as fmt
 from queueguard.sets.alembic_config import config
 from queueguard.sets.alembic_render import NotRendered, rendered
-from queueguard.upgrade import catalog
-from queueguard.upgrade.foreign.runner import upgrade
-from queueguard.upgrade.foreign.verify import heads_check
 
 PLAIN = Path(__file__).parent / "data" / "alembic_plain"
 BASE = "3c2e70914d03"  # the plain project's head: the branches start there

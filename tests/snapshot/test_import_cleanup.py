@@ -9,7 +9,7 @@ import pytest
 
 from queueguard.errors import QueueguardError
 from queueguard.pg.connect import connection
-from queueguard.upgrade import snapshots, state
+from queueguard.queue_schema import snapshots, state
 
 SNAPSHOT = Path(__file__).resolve().parents[2] / "fixtures" / "snapshots" / "v3_golden.json"
 CATALOG = """

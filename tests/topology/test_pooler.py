@@ -11,7 +11,7 @@ from bench.topology.pgbouncer import PgBouncer
 from bench.topology.runner_rounds import run_round
 from queueguard import cli
 from queueguard.pg.scratch import ScratchDatabases, dbname_of
-from queueguard.upgrade import golden
+from queueguard.queue_schema import golden
 
 ROUNDS = [2, 3, 2, 3, 2]  # runners per round (the bench runs 20+ rounds)
 

@@ -13,9 +13,9 @@ import pytest
 
 from bench.topology.standby import PrimaryWithStandby
 from queueguard import cli
+from queueguard.engine.checksums import table_checksums
 from queueguard.pg.connect import connection
-from queueguard.upgrade import golden
-from queueguard.upgrade.checksums import table_checksums
+from queueguard.queue_schema import golden
 
 DB = "app"
 

@@ -15,12 +15,12 @@ import psycopg
 import pytest
 
 from bench.topology.standby import PrimaryWithStandby
-from queueguard.upgrade import topology
-from queueguard.upgrade.foreign.online import rebuild
-from queueguard.upgrade.foreign.online.choose import REBUILD, Form
-from queueguard.upgrade.foreign.online.context import Context
-from queueguard.upgrade.foreign.online.rebuild_copy import Throttle, hold_for_standbys
-from queueguard.upgrade.foreign.session import Limits
+from queueguard.engine import topology
+from queueguard.engine.apply.session import Limits
+from queueguard.engine.online import rebuild
+from queueguard.engine.online.choose import REBUILD, Form
+from queueguard.engine.online.context import Context
+from queueguard.engine.online.rebuild.copy import Throttle, hold_for_standbys
 
 Events = list[tuple[float, str, int, int | None]]
 

@@ -1,1 +1,2 @@
-"""Tests of queueguard.upgrade: compatibility, preflight; migrations/ holds the migration set."""
+"""Tests of queueguard.queue_schema: compatibility, preflight; migrations/ holds the migration
+set."""

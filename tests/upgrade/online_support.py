@@ -8,9 +8,9 @@ import uuid
 from typing import Any
 
 from queueguard.pg.connect import connection
-from queueguard.upgrade.legacy.workers import LegacyQueue
-from queueguard.upgrade.runner import upgrade
-from queueguard.upgrade.state import export_database
+from queueguard.queue_schema.legacy.workers import LegacyQueue
+from queueguard.queue_schema.runner import upgrade
+from queueguard.queue_schema.state import export_database
 
 HOSTILE = ["orders", "a/b", "x@y", "100%", "it's", "ünïcødé 🚀", "sp ace", "%41", "ns.dotted"]
 

@@ -10,12 +10,12 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+from queueguard.engine.checksums import table_checksums
 from queueguard.pg import scratch
 from queueguard.pg.connect import connection
-from queueguard.upgrade import audit
-from queueguard.upgrade.checksums import table_checksums
-from queueguard.upgrade.preflight import PreflightReport
-from queueguard.upgrade.runner import upgrade
+from queueguard.queue_schema import audit
+from queueguard.queue_schema.preflight import PreflightReport
+from queueguard.queue_schema.runner import upgrade
 
 RUN_PINNED = "00000000-0000-4000-8000-000000000001"
 RUN_AUTO = "00000000-0000-4000-8000-000000000002"

@@ -1,4 +1,5 @@
-"""The static compatibility matrix (queueguard.upgrade.compat): legacy statements × revisions."""
+"""The static compatibility matrix (queueguard.queue_schema.compat): legacy statements ×
+revisions."""
 
 from __future__ import annotations
 
@@ -9,8 +10,8 @@ import pytest
 from queueguard import revisions
 from queueguard.errors import ConnectionFailed, UsageError
 from queueguard.pg.dsn import params as connect_params
-from queueguard.upgrade import compat, verify, verify_report
-from queueguard.upgrade.legacy import (
+from queueguard.queue_schema import compat, verify
+from queueguard.queue_schema.legacy import (
     DRIVERS,
     WORKERS,
     Driver,
@@ -19,6 +20,7 @@ from queueguard.upgrade.legacy import (
     load_catalog,
     parse_catalog,
 )
+from queueguard.queue_schema.verify import report as verify_report
 
 MATCHING_WRITES = {"load", "append", "checkpoint", "delete", "spool"}
 
@@ -48,7 +50,7 @@ def matrix(queueguard_server: str) -> compat.Matrix:
 @pytest.fixture(scope="module")
 def views(queueguard_server: str) -> dict[str, compat.SchemaView]:
     from queueguard.pg import scratch
-    from queueguard.upgrade.runner import upgrade
+    from queueguard.queue_schema.runner import upgrade
 
     found = {}
     for revision in revisions.packaged().ids:

@@ -26,9 +26,10 @@ from queueguard.mutate.worker import Outcome
 from queueguard.mutate.workspace import materialise
 from queueguard.pg.connect import connection
 from queueguard.pg.scratch import ScratchDatabases
+from queueguard.queue_schema import golden, verify
+from queueguard.queue_schema.preflight import preflight
+from queueguard.queue_schema.verify import report as verify_report
 from queueguard.resources import fixtures_dir, migrations_dir
-from queueguard.upgrade import golden, verify, verify_report
-from queueguard.upgrade.preflight import preflight
 
 # One mutate run at a time on the shared server (pytest-xdist: one worker runs this group):
 # a run checks that it left no scratch database behind, which a concurrent run's would fail.

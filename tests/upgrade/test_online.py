@@ -10,6 +10,7 @@ from collections.abc import Callable
 
 import pytest
 
+from queueguard.engine import catalog
 from queueguard.errors import (
     HostsConnected,
     MigrationRefused,
@@ -20,16 +21,16 @@ from queueguard.errors import (
 )
 from queueguard.pg.connect import connection
 from queueguard.pg.scratch import dbname_of
+from queueguard.queue_schema import online
+from queueguard.queue_schema.golden import Fixture, all_fixtures, load
+from queueguard.queue_schema.legacy.workers import LegacyQueue, V03Worker
+from queueguard.queue_schema.online.equivalence import quiescent_differences, task_multiset
+from queueguard.queue_schema.online.probe_common import wait_gone
+from queueguard.queue_schema.preflight import preflight
+from queueguard.queue_schema.rehearse import rehearse
+from queueguard.queue_schema.runner import upgrade
+from queueguard.queue_schema.status import status
 from queueguard.stores.postgres import PostgresStore
-from queueguard.upgrade import catalog, online
-from queueguard.upgrade.golden import Fixture, all_fixtures, load
-from queueguard.upgrade.legacy.workers import LegacyQueue, V03Worker
-from queueguard.upgrade.online.equivalence import quiescent_differences, task_multiset
-from queueguard.upgrade.online.probe_common import wait_gone
-from queueguard.upgrade.preflight import preflight
-from queueguard.upgrade.rehearse import rehearse
-from queueguard.upgrade.runner import upgrade
-from queueguard.upgrade.status import status
 from tests.upgrade.online_support import export, rows, seed_hostile
 
 KNOBS = online.Knobs(batch_size=3, max_lag_s=None, lease_s=2, wait_s=2)

@@ -16,11 +16,11 @@ import pytest
 from queueguard.errors import LockTimeout, StaleRangeError
 from queueguard.pg.connect import connect
 from queueguard.pg.scratch import dbname_of
-from queueguard.upgrade import online
-from queueguard.upgrade.golden import get, load
-from queueguard.upgrade.legacy.workers import LegacyQueue, V03Worker
-from queueguard.upgrade.online.equivalence import quiescent_differences
-from queueguard.upgrade.runner import upgrade
+from queueguard.queue_schema import online
+from queueguard.queue_schema.golden import get, load
+from queueguard.queue_schema.legacy.workers import LegacyQueue, V03Worker
+from queueguard.queue_schema.online.equivalence import quiescent_differences
+from queueguard.queue_schema.runner import upgrade
 from tests.upgrade.online_support import export, rows
 
 FAST = online.Knobs(batch_size=2, lock_timeout_ms=100, retries=2, max_lag_s=None, wait_s=2)

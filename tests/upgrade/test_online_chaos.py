@@ -39,10 +39,10 @@ from bench.common.servers import ScratchServer
 from bench.common.v3_database import seed_v3
 from queueguard.pg import scratch
 from queueguard.pg.connect import connect, connection
+from queueguard.queue_schema import golden, online
+from queueguard.queue_schema.runner import upgrade
+from queueguard.queue_schema.state import export_database
 from queueguard.snapshot import normalise
-from queueguard.upgrade import golden, online
-from queueguard.upgrade.runner import upgrade
-from queueguard.upgrade.state import export_database
 
 ROWS = 20_000  # seed_v3's rows on top of the golden fixture's
 LEASE_S = 2.0

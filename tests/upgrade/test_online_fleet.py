@@ -15,11 +15,11 @@ from queueguard.core.history import task_payload
 from queueguard.core.keys import PhysicalQueue
 from queueguard.errors import ProtocolMismatch, QueueguardError
 from queueguard.pg.connect import connect
+from queueguard.queue_schema import online
+from queueguard.queue_schema.legacy.workers import LegacyQueue, V03Worker
+from queueguard.queue_schema.runner import upgrade
 from queueguard.runtime.matching import Matching
 from queueguard.stores.postgres import PostgresStore
-from queueguard.upgrade import online
-from queueguard.upgrade.legacy.workers import LegacyQueue, V03Worker
-from queueguard.upgrade.runner import upgrade
 from tests.upgrade.online_support import rows
 
 NS = "fleet"

@@ -10,8 +10,8 @@ import pytest
 
 from queueguard.cli import main
 from queueguard.pg.connect import connection
-from queueguard.upgrade import audit
-from queueguard.upgrade.preflight import preflight, render_text
+from queueguard.queue_schema import audit
+from queueguard.queue_schema.preflight import preflight, render_text
 
 from .preflight_support import (
     AUTO_QUEUE,

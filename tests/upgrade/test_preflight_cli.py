@@ -12,8 +12,8 @@ from queueguard import revisions
 from queueguard.cli import main
 from queueguard.errors import ConnectionFailed, UsageError
 from queueguard.pg.dsn import with_params
-from queueguard.upgrade import audit
-from queueguard.upgrade.preflight import preflight
+from queueguard.queue_schema import audit
+from queueguard.queue_schema.preflight import preflight
 
 from .preflight_support import (
     PINNED_QUEUE,

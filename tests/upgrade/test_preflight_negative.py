@@ -15,9 +15,9 @@ import pytest
 from queueguard.cli import main
 from queueguard.errors import QueueguardError
 from queueguard.pg import scratch
-from queueguard.upgrade import golden
-from queueguard.upgrade.preflight import preflight, render_text
-from queueguard.upgrade.runner import upgrade
+from queueguard.queue_schema import golden
+from queueguard.queue_schema.preflight import preflight, render_text
+from queueguard.queue_schema.runner import upgrade
 
 from .preflight_support import checksums, execute
 

@@ -24,8 +24,8 @@ from queueguard.cli import main
 from queueguard.pg import scratch
 from queueguard.pg.connect import connection
 from queueguard.pg.dsn import with_params
-from queueguard.upgrade import audit
-from queueguard.upgrade.preflight import APPLICATION_NAME, PreflightReport, preflight
+from queueguard.queue_schema import audit
+from queueguard.queue_schema.preflight import APPLICATION_NAME, PreflightReport, preflight
 
 from .preflight_support import checksums, execute, scalar
 
@@ -244,7 +244,7 @@ def test_one_read_only_transaction_with_local_settings(
 def test_settings_do_not_outlive_the_transaction(v03_db: str) -> None:
     """Through a transaction-pooling proxy the next client gets the server connection as is."""
     with connection(v03_db, autocommit=True) as conn:
-        from queueguard.upgrade import preflight as module
+        from queueguard.queue_schema import preflight as module
 
         with conn.cursor() as cur:
             before_work_mem = cur.execute("SHOW work_mem").fetchone()

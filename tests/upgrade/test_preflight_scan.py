@@ -7,8 +7,8 @@ import json
 from typing import Any
 
 from queueguard.pg.connect import connection
-from queueguard.upgrade import audit
-from queueguard.upgrade.preflight import preflight
+from queueguard.queue_schema import audit
+from queueguard.queue_schema.preflight import preflight
 
 from .preflight_support import RUN_AUTO, RUN_PINNED, RUN_PLAIN, by_code, execute
 

@@ -19,19 +19,21 @@ from pathlib import Path
 import pytest
 
 from queueguard import revisions
+from queueguard.engine import catalog, locks
+from queueguard.engine.apply.ladder import RETRY_SLEEP_S
 from queueguard.mutate.generate import generate
 from queueguard.mutate.workspace import materialise
 from queueguard.pg.connect import connection
 from queueguard.pg.scratch import ScratchDatabases
+from queueguard.queue_schema import golden, manifest, rows, verify
+from queueguard.queue_schema.golden import NegativeCase
+from queueguard.queue_schema.online.between import Source, source_problems
+from queueguard.queue_schema.online.watch import plan
+from queueguard.queue_schema.refusals import Attempt, problems
+from queueguard.queue_schema.runner import ladder_s, upgrade
+from queueguard.queue_schema.verify import report as verify_report
 from queueguard.resources import migrations_dir
 from queueguard.revisions import SetFacts
-from queueguard.upgrade import catalog, golden, locks, manifest, rows, verify, verify_report
-from queueguard.upgrade.golden import NegativeCase
-from queueguard.upgrade.ladder import RETRY_SLEEP_S
-from queueguard.upgrade.online.between import Source, source_problems
-from queueguard.upgrade.online.watch import plan
-from queueguard.upgrade.refusals import Attempt, problems
-from queueguard.upgrade.runner import ladder_s, upgrade
 
 SQL = migrations_dir() / "sql" / "004"
 

@@ -20,8 +20,8 @@ from bench.common.databases import query
 from bench.common.fingerprints import written_state
 from queueguard import cli
 from queueguard.pg.scratch import ScratchDatabases
+from queueguard.queue_schema import golden
 from queueguard.resources import fixtures_dir
-from queueguard.upgrade import golden
 
 # what Python prints above a traceback; a bare "Traceback" may be the generated input echoed back
 TRACEBACK = "Traceback (most recent call last)"

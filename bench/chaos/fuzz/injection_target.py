@@ -15,9 +15,9 @@ from bench.chaos.fuzz.snapshot_targets import same_json
 from bench.common.databases import query
 from queueguard.core.history import task_payload
 from queueguard.core.store import Execution
+from queueguard.queue_schema.status import inspect_workflow
 from queueguard.runtime.backlog import BacklogManager
 from queueguard.stores.postgres import PostgresStore
-from queueguard.upgrade.status import inspect_workflow
 
 TABLES_SQL = "SELECT count(*) FROM pg_tables WHERE schemaname = 'public'"
 

@@ -17,7 +17,7 @@ from queueguard import snapshot
 from queueguard.core.store import Execution
 from queueguard.errors import QueueguardError, SnapshotError
 from queueguard.pg.connect import connect
-from queueguard.upgrade import state
+from queueguard.queue_schema import state
 
 
 def check_snapshot(raw: str | bytes) -> str:

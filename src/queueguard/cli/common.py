@@ -62,7 +62,7 @@ def _migrations(args: argparse.Namespace) -> SetFacts:
     from queueguard import revisions
 
     folder = getattr(args, "migrations", None)
-    if folder and _is_foreign(args):
+    if folder and _is_other_format(args):
         from queueguard import sets
 
         raise UsageError(
@@ -84,7 +84,7 @@ def _target(args: argparse.Namespace, *, fallback: bool) -> str:
     return dsn
 
 
-def _is_foreign(args: argparse.Namespace) -> bool:
+def _is_other_format(args: argparse.Namespace) -> bool:
     """A --migrations set of another format than ours (or --format saying so)."""
     from queueguard import sets
 
@@ -95,7 +95,7 @@ def _is_foreign(args: argparse.Namespace) -> bool:
     return bool(folder) and sets.detect(Path(str(folder)).resolve()) != "queueguard"
 
 
-def _foreign_set(args: argparse.Namespace) -> Any:
+def _migration_set(args: argparse.Namespace) -> Any:
     """The migration set of `--migrations DIR` in any format (`--format` or detected;
     default: the packaged set)."""
     from queueguard import sets

@@ -10,7 +10,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from queueguard.cli.common import _emit_json, _foreign_set, _is_foreign, _migrations, _target
+from queueguard.cli.common import _emit_json, _is_other_format, _migration_set, _migrations, _target
 from queueguard.errors import UsageError
 
 
@@ -31,11 +31,11 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 # status / inspect --------------------------------------------------------------------
 def cmd_status(args: argparse.Namespace) -> int:
-    from queueguard.upgrade.status import status
+    from queueguard.queue_schema.status import status
 
-    if _is_foreign(args):
-        return _status_foreign(args)
-    from queueguard.upgrade.status import render_text
+    if _is_other_format(args):
+        return _status_set(args)
+    from queueguard.queue_schema.status import render_text
 
     doc = status(_target(args, fallback=True), _migrations(args))
     if args.json:
@@ -45,13 +45,13 @@ def cmd_status(args: argparse.Namespace) -> int:
     return 1 if doc["drift"] else 0
 
 
-def _status_foreign(args: argparse.Namespace) -> int:
+def _status_set(args: argparse.Namespace) -> int:
     """Where a database is in a set of another format: its revision by the format's own
     bookkeeping, the head, what is pending (read only)."""
+    from queueguard.engine.plan.planner import current_revision
     from queueguard.sets.model import heads_of
-    from queueguard.upgrade.plan.planner import current_revision
 
-    mset = _foreign_set(args)
+    mset = _migration_set(args)
     dsn = _target(args, fallback=True)
     at = current_revision(mset, dsn)
     pending = [r.id for r in mset.pending(at)]
@@ -98,11 +98,11 @@ def _status_foreign(args: argparse.Namespace) -> int:
 
 def _in_flight(dsn: str) -> dict[str, Any] | None:
     """The statement an `upgrade --online` began and did not finish (read only)."""
-    from queueguard.upgrade.foreign import progress
-    from queueguard.upgrade.foreign.online import rebuild_status
-    from queueguard.upgrade.foreign.online.apply import decode
-    from queueguard.upgrade.foreign.online.choose import REBUILD
-    from queueguard.upgrade.plan.sample import read_only
+    from queueguard.engine.apply import progress
+    from queueguard.engine.online.apply import decode
+    from queueguard.engine.online.choose import REBUILD
+    from queueguard.engine.online.rebuild import status as rebuild_status
+    from queueguard.engine.plan.sample import read_only
 
     with read_only(dsn) as conn:
         found = progress.in_flight(conn)
@@ -124,7 +124,7 @@ def _in_flight(dsn: str) -> dict[str, Any] | None:
 
 
 def cmd_inspect(args: argparse.Namespace) -> int:
-    from queueguard.upgrade.status import inspect_workflow
+    from queueguard.queue_schema.status import inspect_workflow
 
     doc = inspect_workflow(_target(args, fallback=True), args.workflow_id, args.namespace)
     if args.json:
@@ -160,7 +160,7 @@ def cmd_db(args: argparse.Namespace) -> int:
 
 # fixtures / snapshot -----------------------------------------------------------------
 def cmd_fixtures(args: argparse.Namespace) -> int:
-    from queueguard.upgrade import golden as fixtures
+    from queueguard.queue_schema import golden as fixtures
 
     if args.action == "list":
         rows = [
@@ -183,7 +183,7 @@ def cmd_fixtures(args: argparse.Namespace) -> int:
 
 
 def cmd_snapshot(args: argparse.Namespace) -> int:
-    from queueguard.upgrade import snapshots
+    from queueguard.queue_schema import snapshots
 
     if args.action == "export":
         doc = snapshots.export(_target(args, fallback=True))

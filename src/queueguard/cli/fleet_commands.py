@@ -48,21 +48,21 @@ def _seconds(text: str, flag: str) -> float:
 
 
 def _upgrade(args: argparse.Namespace) -> int:
+    from queueguard.engine.apply.session import Limits
     from queueguard.fleet import board, control, live
     from queueguard.fleet.resolved import resolve
     from queueguard.fleet.run import Options
     from queueguard.fleet.upgrade import upgrade
     from queueguard.pg.targets import parse_duration_ms
-    from queueguard.upgrade.foreign.session import Limits
 
     output = _output(args)
     fleet = resolve(Path(args.targets), args.migrations, args.format, args.parallel)
     default = Limits()
     online = None
     if args.online:
+        from queueguard.engine.online.upgrade import DEFAULT_BUDGET_MS, ONLINE_LIMITS
         from queueguard.fleet.online import Online
         from queueguard.fleet.resolved import refuse_online
-        from queueguard.upgrade.foreign.online.upgrade import DEFAULT_BUDGET_MS, ONLINE_LIMITS
 
         refuse_online(fleet)
         default = ONLINE_LIMITS  # its own defaults, as upgrade --online's

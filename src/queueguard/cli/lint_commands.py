@@ -12,7 +12,7 @@ from queueguard.cli.common import (
     _document,
     _emit,
     _emit_json,
-    _foreign_set,
+    _migration_set,
     _migrations,
     _output,
     _target,
@@ -58,12 +58,12 @@ def _lint_reports(args: argparse.Namespace) -> list[Any]:
     one directory that is one), the gate over queueguard's set and loose files, and for each
     file of another format's set, that set (the file's statements alone)."""
     from queueguard.lint import Report, lint
-    from queueguard.lint.foreign import detect_set, lint_set, set_of_file
+    from queueguard.lint.sets import detect_set, lint_set, set_of_file
     from queueguard.resources import audit_dir
 
     dsn = _target(args, fallback=False) if args.dsn else None
     if args.migrations and args.format != "queueguard":
-        mset = _foreign_set(args)
+        mset = _migration_set(args)
         if mset.format != "queueguard":
             return [lint_set(mset, dsn=dsn)]
     elif len(args.paths) == 1 and not args.format:
@@ -82,7 +82,9 @@ def _lint_reports(args: argparse.Namespace) -> list[Any]:
         else:
             gate.append(given)
     if dsn is not None and not groups:
-        raise UsageError("lint --dsn observes a foreign set: name it with --migrations DIR")
+        raise UsageError(
+            "lint --dsn observes a set of another format: name it with --migrations DIR"
+        )
     reports: list[Any] = [lint_set(m, dsn=dsn, only=files) for m, files in groups.values()]
     if gate or not args.paths:
         paths = gate or (
@@ -106,7 +108,7 @@ def _repository() -> tuple[str, str]:
 
 # manifest ----------------------------------------------------------------------------
 def cmd_manifest(args: argparse.Namespace) -> int:
-    from queueguard.upgrade import manifest
+    from queueguard.queue_schema import manifest
 
     migrations = _migrations(args)
     if args.write:

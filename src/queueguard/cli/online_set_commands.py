@@ -9,9 +9,9 @@ import time
 from typing import Any
 
 from queueguard.cli.common import _emit_json
+from queueguard.engine.apply.session import Limits
 from queueguard.errors import UsageError
 from queueguard.sets import MigrationSet
-from queueguard.upgrade.foreign.session import Limits
 
 
 def _ms(value: float) -> str:
@@ -27,7 +27,7 @@ class _RebuildProgress:
         self.started = time.monotonic()
 
     def __call__(self, phase: str, done: int, total: int | None) -> None:
-        from queueguard.upgrade.online.report import Progress
+        from queueguard.queue_schema.online.report import Progress
 
         if phase != self.phase:
             self.phase, self.started = phase, time.monotonic()
@@ -39,10 +39,10 @@ class _RebuildProgress:
 
 def upgrade_online(args: argparse.Namespace, mset: MigrationSet, dsn: str, limits: Limits) -> int:
     from queueguard.cli.progress import Reporter
+    from queueguard.engine.online import abort
+    from queueguard.engine.online.upgrade import DEFAULT_BUDGET_MS, as_resumed
+    from queueguard.engine.online.upgrade import upgrade_online as run
     from queueguard.pg.targets import parse_duration_ms
-    from queueguard.upgrade.foreign.online import abort
-    from queueguard.upgrade.foreign.online.upgrade import DEFAULT_BUDGET_MS, as_resumed
-    from queueguard.upgrade.foreign.online.upgrade import upgrade_online as run
 
     if args.phase not in (None, "abort"):
         raise UsageError(

@@ -328,8 +328,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_migrations(p, formats=True)
     p.add_argument(
         "--dsn",
-        help="a foreign set only: observe its pending revisions on a copy of this database "
-        "(plan's trace) instead of trusting squawk's guess",
+        help="a set of another format only: observe its pending revisions on a copy of this "
+        "database (plan's trace) instead of trusting squawk's guess",
     )
     p.set_defaults(handler=lint_commands.cmd_lint)
 
@@ -382,7 +382,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def sample_rows_default() -> int:
-    from queueguard.upgrade.plan.sample import DEFAULT_ROWS
+    from queueguard.engine.plan.sample import DEFAULT_ROWS
 
     return DEFAULT_ROWS
 

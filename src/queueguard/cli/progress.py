@@ -8,7 +8,7 @@ import time
 from collections.abc import Callable
 from typing import TextIO
 
-from queueguard.upgrade.online.report import Progress
+from queueguard.queue_schema.online.report import Progress
 
 BAR = 28
 
@@ -33,7 +33,7 @@ def line(event: Progress) -> str:
 
 
 class Reporter:
-    """`tell` for `queueguard.upgrade.online.run`."""
+    """`tell` for `queueguard.queue_schema.online.run`."""
 
     def __init__(
         self,

@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING
 
 from queueguard.cli.common import (
     _emit_json,
-    _foreign_set,
-    _is_foreign,
+    _is_other_format,
+    _migration_set,
     _migrations,
     _target,
     upgrade_summary,
@@ -25,10 +25,10 @@ if TYPE_CHECKING:
 
 # upgrade -----------------------------------------------------------------------------
 def cmd_upgrade(args: argparse.Namespace) -> int:
-    if _is_foreign(args):
-        return _upgrade_foreign(args)
+    if _is_other_format(args):
+        return _upgrade_set(args)
     from queueguard.pg.targets import parse_duration_ms
-    from queueguard.upgrade import runner
+    from queueguard.queue_schema import runner
 
     migrations = _migrations(args)
     args.to = args.to or "head"  # queueguard's own set: one line
@@ -73,21 +73,21 @@ def cmd_upgrade(args: argparse.Namespace) -> int:
     return 0
 
 
-def _upgrade_foreign(args: argparse.Namespace) -> int:
+def _upgrade_set(args: argparse.Namespace) -> int:
+    from queueguard.engine.apply.runner import upgrade
+    from queueguard.engine.apply.session import Limits
     from queueguard.errors import LockTooLong
     from queueguard.pg.targets import parse_duration_ms
-    from queueguard.upgrade.foreign.runner import upgrade
-    from queueguard.upgrade.foreign.session import Limits
 
     if args.sql:
         raise UsageError("--sql applies to queueguard's own migration set only")
     if args.phase and not args.online:
         raise UsageError("--phase goes with --online")
-    mset = _foreign_set(args)
+    mset = _migration_set(args)
     dsn = _target(args, fallback=False)
     default = Limits()
     if args.online:  # its own defaults: see ONLINE_LIMITS
-        from queueguard.upgrade.foreign.online.upgrade import ONLINE_LIMITS as default
+        from queueguard.engine.online.upgrade import ONLINE_LIMITS as default
     limits = Limits(
         lock_timeout_ms=(
             parse_duration_ms(args.lock_timeout) if args.lock_timeout else default.lock_timeout_ms
@@ -100,8 +100,8 @@ def _upgrade_foreign(args: argparse.Namespace) -> int:
 
         return online_set_commands.upgrade_online(args, mset, dsn, limits)
     if args.max_lock:  # plan (and PostgreSQL's parser) only when asked for
-        from queueguard.upgrade.plan.planner import plan
-        from queueguard.upgrade.plan.report import render_over
+        from queueguard.engine.plan.planner import plan
+        from queueguard.engine.plan.report import render_over
 
         bill = plan(
             mset,
@@ -134,7 +134,7 @@ def _upgrade_online(args: argparse.Namespace, migrations: SetFacts) -> int:
 
     from queueguard.cli.progress import Reporter
     from queueguard.pg.targets import parse_duration_ms
-    from queueguard.upgrade import online
+    from queueguard.queue_schema import online
 
     if args.sql or args.to != "head":
         raise UsageError("--online goes to head and cannot render SQL (--sql, --to)")
@@ -195,7 +195,7 @@ def _upgrade_online(args: argparse.Namespace, migrations: SetFacts) -> int:
 # preflight ---------------------------------------------------------------------------
 def cmd_preflight(args: argparse.Namespace) -> int:
     from queueguard.pg.targets import parse_duration_ms
-    from queueguard.upgrade.preflight import preflight, render_text
+    from queueguard.queue_schema.preflight import preflight, render_text
 
     report = preflight(
         _target(args, fallback=False),

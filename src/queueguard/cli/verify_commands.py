@@ -11,8 +11,8 @@ from typing import Any
 
 from queueguard.cli.common import (
     _emit,
-    _foreign_set,
-    _is_foreign,
+    _is_other_format,
+    _migration_set,
     _migrations,
     _output,
     _target,
@@ -24,11 +24,11 @@ from queueguard.style import wants_color
 # verify / rehearse -------------------------------------------------------------------
 def cmd_verify(args: argparse.Namespace) -> int:
     from queueguard.pg import scratch
-    from queueguard.upgrade import verify
+    from queueguard.queue_schema import verify
 
     output = _output(args)
-    if _is_foreign(args):
-        return _verify_foreign(args, output)
+    if _is_other_format(args):
+        return _verify_set(args, output)
     if args.fresh or args.invariants or args.base:
         raise UsageError("--fresh, --base and --invariants apply to another format's migration set")
     admin = args.dsn or scratch.server_dsn()
@@ -49,14 +49,14 @@ def cmd_verify(args: argparse.Namespace) -> int:
     return 0 if report.ok else 1
 
 
-def _verify_foreign(args: argparse.Namespace, output: str) -> int:
+def _verify_set(args: argparse.Namespace, output: str) -> int:
+    from queueguard.engine.verify import report as checks
+    from queueguard.engine.verify.checks import verify
     from queueguard.pg import scratch
-    from queueguard.upgrade.foreign import checks
-    from queueguard.upgrade.foreign.verify import verify
 
     if args.fixture:
         raise UsageError("--fixture names a golden fixture of queueguard's own set")
-    mset = _foreign_set(args)
+    mset = _migration_set(args)
     report = verify(
         mset,
         args.dsn or scratch.server_dsn(),
@@ -75,12 +75,12 @@ def _verify_foreign(args: argparse.Namespace, output: str) -> int:
 
 
 def cmd_rehearse(args: argparse.Namespace) -> int:
-    from queueguard.upgrade.rehearse import rehearse, render_text
+    from queueguard.queue_schema.rehearse import rehearse, render_text
 
     output = _output(args)
-    if _is_foreign(args):
-        from queueguard.upgrade.foreign import rehearse as foreign
-        from queueguard.upgrade.foreign.checks import parse_invariants
+    if _is_other_format(args):
+        from queueguard.engine.rehearse import rehearsal as set_rehearsal
+        from queueguard.engine.verify.report import parse_invariants
 
         invariants = None
         if args.invariants:
@@ -88,15 +88,15 @@ def cmd_rehearse(args: argparse.Namespace) -> int:
             if not path.is_file():
                 raise UsageError(f"--invariants {path}: no such file")
             invariants = parse_invariants(path.read_text(encoding="utf-8"), str(path))
-        rehearsed = _foreign_set(args)
-        done = foreign.rehearse(
+        rehearsed = _migration_set(args)
+        done = set_rehearsal.rehearse(
             rehearsed,
             _target(args, fallback=False),
             args.scratch_dsn,
             to=args.to,
             invariants=invariants,
         )
-        _emit(output, "rehearse", done.as_json(), lambda: foreign.render_text(done))
+        _emit(output, "rehearse", done.as_json(), lambda: set_rehearsal.render_text(done))
         return 0 if done.ok else 1
 
     result = rehearse(_target(args, fallback=False), args.scratch_dsn, _migrations(args))
@@ -108,9 +108,9 @@ def cmd_rehearse(args: argparse.Namespace) -> int:
 
 # plan --------------------------------------------------------------------------------
 def cmd_plan(args: argparse.Namespace) -> int:
+    from queueguard.engine.plan.planner import plan, sample_ahead
+    from queueguard.engine.plan.report import render_text
     from queueguard.pg.targets import parse_duration_ms
-    from queueguard.upgrade.plan.planner import plan, sample_ahead
-    from queueguard.upgrade.plan.report import render_text
 
     output = _output(args)
     if args.sample_rows < 1:
@@ -119,7 +119,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
     target = _target(args, fallback=False)
     # the scratch database made and the target's schema dumped while the set is read
     with sample_ahead(target, scratch_admin=args.scratch_dsn) as ahead:
-        mset = _foreign_set(args)
+        mset = _migration_set(args)
         result = plan(
             mset,
             target,
@@ -146,10 +146,10 @@ def cmd_plan(args: argparse.Namespace) -> int:
 
 def _online_bill(args: argparse.Namespace, mset: Any, result: Any) -> tuple[list[Any], str]:
     """`plan --online`: the statements over the budget, their forms, locks, disk, time."""
+    from queueguard.engine.online import bill, choose
+    from queueguard.engine.online.upgrade import DEFAULT_BUDGET_MS, decisions_of
+    from queueguard.engine.plan import sample
     from queueguard.pg.targets import parse_duration_ms
-    from queueguard.upgrade.foreign.online import bill, choose
-    from queueguard.upgrade.foreign.online.upgrade import DEFAULT_BUDGET_MS, decisions_of
-    from queueguard.upgrade.plan import sample
 
     budget = parse_duration_ms(args.max_lock) if args.max_lock else DEFAULT_BUDGET_MS
     dsn = _target(args, fallback=False)

@@ -9,5 +9,5 @@ Modules: `targets` (the file, checked), `discover`, `waves`, `control` (the cont
 database: runs, leases, fences), `apply` (one target, as `upgrade` does it), `run` (one
 runner's workers, heartbeat and signals), `upgrade` (the run from the file), `board`,
 `events` (lines, JSON events, Prometheus metrics), `verify`, `matrix`. This package sits
-above `queueguard.upgrade`: it calls the runners, it adds nothing to them but the runner
+above `queueguard.queue_schema`: it calls the runners, it adds nothing to them but the runner
 lock's key per target and a hook on the connections they open."""

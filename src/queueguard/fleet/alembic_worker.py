@@ -23,8 +23,8 @@ from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
+from queueguard.engine.apply.session import Limits
 from queueguard.errors import MigrationError, QueueguardError
-from queueguard.upgrade.foreign.session import Limits
 
 #: how often the runner looks whether a target in a worker must be cancelled
 POLL_S = 0.2
@@ -81,15 +81,15 @@ def serve(conn: Connection, root: str, fmt: str) -> None:
 def _upgrade(
     mset: Any, root: str, dsn: str, to: str | None, limits: dict[str, Any], key: str
 ) -> dict[str, Any]:
-    from queueguard.upgrade.foreign.session import RUNNER_KEY
+    from queueguard.engine.apply.session import RUNNER_KEY
 
     RUNNER_KEY.set(key)  # the target's runner lock (a schema target's own)
     chosen = Limits(**limits)
     if mset.format == "queueguard":
         from queueguard import revisions
+        from queueguard.engine.plan.sample import read_only
+        from queueguard.queue_schema import runner
         from queueguard.sets import alembic_version_table
-        from queueguard.upgrade import runner
-        from queueguard.upgrade.plan.sample import read_only
 
         with read_only(dsn) as conn:
             before = alembic_version_table.read(conn, mset.version_table or "queueguard_version")
@@ -101,7 +101,7 @@ def _upgrade(
         )  # fmt: skip
         return {"before": before, "after": own.after, "applied": list(own.applied),
                 "lock_waits": own.lock_waits}  # fmt: skip
-    from queueguard.upgrade.foreign.runner import upgrade
+    from queueguard.engine.apply.runner import upgrade
 
     report = upgrade(mset, dsn, to=to, limits=chosen)
     return {"before": report.before, "after": report.after, "applied": list(report.applied),

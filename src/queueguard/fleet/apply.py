@@ -23,6 +23,8 @@ from typing import Any, Protocol
 
 import psycopg
 
+from queueguard.engine.apply.report import SetUpgradeReport
+from queueguard.engine.apply.session import APPLICATION_NAME, RUNNER_KEY, Limits
 from queueguard.errors import ConnectionFailed
 from queueguard.fleet.alembic_worker import Worker
 from queueguard.fleet.targets import Target
@@ -30,8 +32,6 @@ from queueguard.pg.connect import ON_CONNECT, connect, reason
 from queueguard.pg.dsn import redact, with_search_path
 from queueguard.pg.sqlfiles import queries
 from queueguard.sets import MigrationSet
-from queueguard.upgrade.foreign.report import SetUpgradeReport
-from queueguard.upgrade.foreign.session import APPLICATION_NAME, RUNNER_KEY, Limits
 
 Q = queries("queueguard.fleet", "fleet.sql")
 #: Alembic's `context` is one per process: Alembic sets (queueguard's own among them) run
@@ -134,7 +134,7 @@ def current(
     mset: MigrationSet, target: Target, conn: psycopg.Connection[Any] | None = None
 ) -> str | None:
     """Where the target is, by the format's own ledger (read only)."""
-    from queueguard.upgrade.foreign.bookkeeping import current as foreign_current
+    from queueguard.engine.apply.bookkeeping import current as set_current
 
     own = conn is None
     if conn is None:
@@ -151,7 +151,7 @@ def current(
 
             found = django.current(mset, session_dsn(target))
         else:
-            found = foreign_current(mset, conn)
+            found = set_current(mset, conn)
         conn.rollback()
         return found
     finally:
@@ -209,7 +209,7 @@ def _stepwise(
     mset: MigrationSet, dsn: str, to: str | None, limits: Limits, flight: Flight
 ) -> Outcome:
     """A SQL set on one connection, asked before each revision whether to stop there."""
-    from queueguard.upgrade.foreign.runner import upgrade as upgrade_set
+    from queueguard.engine.apply.runner import upgrade as upgrade_set
 
     report = upgrade_set(
         mset, dsn, to=to, limits=limits, stop=flight.stopping, cancelled=flight.cancelled
@@ -238,7 +238,7 @@ def database_alone(mset: MigrationSet) -> bool:
     before they run (a Python revision)."""
     from pglast import ast
 
-    from queueguard.upgrade.foreign.online.choose import nodes, parse_one
+    from queueguard.engine.online.choose import nodes, parse_one
 
     for rev in mset.revisions:
         if rev.statements is None:

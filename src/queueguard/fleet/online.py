@@ -16,12 +16,12 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
+from queueguard.engine.apply.report import SetUpgradeReport
+from queueguard.engine.apply.session import Limits
+from queueguard.engine.online import upgrade as online_upgrade
+from queueguard.engine.online.upgrade import Prepared
 from queueguard.fleet.targets import Target
 from queueguard.sets import MigrationSet
-from queueguard.upgrade.foreign.online import upgrade as online_upgrade
-from queueguard.upgrade.foreign.online.upgrade import Prepared
-from queueguard.upgrade.foreign.report import SetUpgradeReport
-from queueguard.upgrade.foreign.session import Limits
 
 
 @dataclass
@@ -78,8 +78,8 @@ class Online:
         self, target: Target, dsn: str, limits: Limits, stop: Callable[[], bool]
     ) -> SetUpgradeReport:
         """The target brought to `to` with its group's forms."""
-        from queueguard.upgrade.foreign import runner
-        from queueguard.upgrade.plan import planner
+        from queueguard.engine.apply import runner
+        from queueguard.engine.plan import planner
 
         mset, start = online_upgrade.settle(self.mset, dsn, limits, self.options, self.tell)
         if not mset.pending(planner.current_revision(mset, dsn), self.to):

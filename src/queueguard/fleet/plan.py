@@ -22,6 +22,7 @@ from typing import Any
 
 import psycopg
 
+from queueguard.engine.plan import bill, planner, sample, watch
 from queueguard.errors import QueueguardError, UsageError
 from queueguard.fleet import apply, timing, verify
 from queueguard.fleet.resolved import Fleet
@@ -32,7 +33,6 @@ from queueguard.pg import scratch
 from queueguard.pg.connect import connection, reason
 from queueguard.pg.dsn import with_search_path
 from queueguard.sets import MigrationSet, Revision
-from queueguard.upgrade.plan import bill, planner, python_revision, sample
 
 #: the most copies of a sample upgraded at once to measure a wave's slowdown
 MAX_AT_ONCE = 8
@@ -162,7 +162,7 @@ def _trace(
     leave_out: Sequence[str],
     scratch_admin: str | None,
     sample_rows: int,
-) -> tuple[list[python_revision.Traced], list[python_revision.Traced], timing.Timing]:
+) -> tuple[list[watch.Traced], list[watch.Traced], timing.Timing]:
     """A group's pending revisions traced on its representative's sample and on an empty
     copy of it (each statement's fixed time), and its timing measured on copies of the
     sample (`timing`): `at_once` of them upgraded together."""

@@ -22,6 +22,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
+from queueguard.engine.apply.session import Limits
 from queueguard.errors import ConnectionFailed, RunnerBusy
 from queueguard.fleet import apply
 from queueguard.fleet.alembic_worker import Worker
@@ -32,7 +33,6 @@ from queueguard.fleet.targets import Target, Wave
 from queueguard.pg.connect import connect
 from queueguard.pg.sqlfiles import queries
 from queueguard.sets import MigrationSet
-from queueguard.upgrade.foreign.session import Limits
 
 Q = queries("queueguard.fleet", "fleet.sql")
 #: connections a target's upgrade opens, by format (the per-server cap counts by them)

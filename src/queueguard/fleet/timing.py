@@ -19,12 +19,12 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
+from queueguard.engine.apply.session import Limits
 from queueguard.fleet import apply
 from queueguard.fleet.alembic_worker import Worker
 from queueguard.fleet.targets import Target
 from queueguard.pg.connect import connect
 from queueguard.sets import MigrationSet
-from queueguard.upgrade.foreign.session import Limits
 
 
 @dataclass(frozen=True)

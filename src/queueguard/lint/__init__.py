@@ -21,12 +21,12 @@ from typing import Any
 from queueguard import revisions
 from queueguard.errors import QueueguardError, SplitError, UsageError
 from queueguard.lint import squawk
-from queueguard.lint.foreign.statements import Located, containing, locate
 from queueguard.lint.model import Corpus, Finding, Kind, SqlFile
 from queueguard.lint.rules import RULES
+from queueguard.lint.sets.statements import Located, containing, locate
 from queueguard.lint.silences import Silenced, apply
+from queueguard.queue_schema.manifest import MANIFEST
 from queueguard.resources import audit_dir, migrations_dir
-from queueguard.upgrade.manifest import MANIFEST
 
 __all__ = ["Finding", "LintFailed", "Report", "discover", "lint", "predating_lint"]
 SYNTAX = "lint.syntax"

@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from itertools import groupby
 from typing import Any
 
-from queueguard.lint.foreign.rank import RULES as SQUAWK_RULES
-from queueguard.lint.foreign.rank import Tier
+from queueguard.lint.sets.rank import RULES as SQUAWK_RULES
+from queueguard.lint.sets.rank import Tier
 
 #: the tiers of another format's set that are warnings (the rest above note are errors)
 WARNING_TIERS = frozenset({Tier.OTHER.label, Tier.ADVISORY.label})
@@ -93,7 +93,7 @@ def _gate(doc: dict[str, Any], prefix: str, root: str | None) -> list[Annotation
 
 
 def level_of(tier: str) -> str:
-    """The annotation level of a foreign set's statement tier."""
+    """The annotation level of a set's statement tier."""
     if tier == Tier.NOTE.label:
         return "notice"
     return "warning" if tier in WARNING_TIERS else "error"

@@ -16,8 +16,8 @@ from typing import Any
 from urllib.parse import quote
 
 from queueguard.lint.annotations import Annotation, of_document
-from queueguard.lint.foreign.rank import RULES as SQUAWK_RULES
 from queueguard.lint.rules import RULES
+from queueguard.lint.sets.rank import RULES as SQUAWK_RULES
 
 SCHEMA = (
     "https://docs.oasis-open.org/sarif/sarif/v2.1.0/errata01/os/schemas/sarif-schema-2.1.0.json"

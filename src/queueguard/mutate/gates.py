@@ -23,16 +23,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from queueguard.engine import catalog
 from queueguard.lint import lint
 from queueguard.mutate.shared import Shared
 from queueguard.pg.connect import connection
 from queueguard.pg.scratch import ScratchDatabases
+from queueguard.queue_schema import golden, verify
+from queueguard.queue_schema.compat import build_matrix, schema_view
+from queueguard.queue_schema.golden import Fixture, all_fixtures
+from queueguard.queue_schema.runner import upgrade
+from queueguard.queue_schema.verify import report as verify_report
 from queueguard.resources import MIGRATIONS_ENV, audit_dir
 from queueguard.revisions import SetFacts
-from queueguard.upgrade import catalog, golden, verify, verify_report
-from queueguard.upgrade.compat import build_matrix, schema_view
-from queueguard.upgrade.golden import Fixture, all_fixtures
-from queueguard.upgrade.runner import upgrade
 
 _OUTPUT_LIMIT = 20_000
 Release = Callable[[ScratchDatabases], None]

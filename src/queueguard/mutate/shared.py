@@ -13,9 +13,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from queueguard.pg.scratch import ScratchDatabases, dbname_of
+from queueguard.queue_schema.compat import SchemaView, schema_view
+from queueguard.queue_schema.runner import upgrade
 from queueguard.revisions import SetFacts
-from queueguard.upgrade.compat import SchemaView, schema_view
-from queueguard.upgrade.runner import upgrade
 
 
 @dataclass(frozen=True)

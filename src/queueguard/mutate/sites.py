@@ -242,7 +242,7 @@ def is_online(path: str) -> bool:
 
 
 def revision_sites(migrations: SetFacts, revision: str) -> RevisionSites:
-    from queueguard.upgrade.manifest import online_files, step_files
+    from queueguard.queue_schema.manifest import online_files, step_files
 
     migrations.get(revision)  # UsageError for an unknown revision
     paths = [*step_files(revision, migrations.root), *online_files(revision, migrations.root)]

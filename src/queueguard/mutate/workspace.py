@@ -12,7 +12,7 @@ import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 
-from queueguard.upgrade import manifest
+from queueguard.queue_schema import manifest
 
 _IGNORE = shutil.ignore_patterns("__pycache__", "*.pyc")
 

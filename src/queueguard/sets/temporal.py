@@ -8,7 +8,7 @@ A set is a folder of version folders `v<major>.<minor>[.<patch>]`, each holding 
     {"CurrVersion": "1.10", "MinCompatibleVersion": "1.0", "Description": "…",
      "SchemaUpdateCqlFiles": ["b.sql", "a.sql"], "AllowNoCqlFiles": false}
 
-The tool's rules, kept here (docs/foreign-sets.md "Temporal" has the whole account):
+The tool's rules, kept here (docs/migration-sets.md "Temporal" has the whole account):
 versions are ordered as semantic versions (`1.10` after `1.9`); a folder's name without its
 `v` must equal CurrVersion without its `v`; only the listed files are applied, in the
 manifest's order; a version without statements is refused unless AllowNoCqlFiles is true;

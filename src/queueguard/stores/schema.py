@@ -4,7 +4,7 @@
 preflight, status, the compatibility matrix and the fixtures all use it). The start-up rule:
 an empty database gets the head schema through an installer the caller provides (the runtime
 half cannot create schemas itself: that is the upgrade framework's job, see
-`queueguard.upgrade.install`); an older released schema is never upgraded implicitly (the
+`queueguard.queue_schema.install`); an older released schema is never upgraded implicitly (the
 runtime refuses: "run queueguard upgrade"); then the protocol handshake.
 """
 

@@ -19,8 +19,8 @@ def queueguard_server() -> str:
 @pytest.fixture
 def queueguard_database(queueguard_server: str) -> Iterator[Callable[..., str]]:
     from queueguard.pg.scratch import ScratchDatabases
-    from queueguard.upgrade import golden
-    from queueguard.upgrade.runner import upgrade
+    from queueguard.queue_schema import golden
+    from queueguard.queue_schema.runner import upgrade
 
     with ScratchDatabases(queueguard_server) as databases:
 
@@ -52,7 +52,7 @@ def queueguard_old_db(queueguard_database: Callable[..., str], queueguard_fixtur
 
 @pytest.fixture
 def queueguard_upgraded_db(queueguard_old_db: str) -> str:
-    from queueguard.upgrade.runner import upgrade
+    from queueguard.queue_schema.runner import upgrade
 
     upgrade(queueguard_old_db, progress=False)
     return queueguard_old_db

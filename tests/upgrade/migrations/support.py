@@ -11,8 +11,8 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
-from queueguard.upgrade import catalog
-from queueguard.upgrade.runner import upgrade
+from queueguard.engine import catalog
+from queueguard.queue_schema.runner import upgrade
 
 ROOT = Path(__file__).resolve().parents[3]
 BIN = Path(sys.executable).parent

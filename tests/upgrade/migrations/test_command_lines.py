@@ -7,8 +7,8 @@ import subprocess
 
 import pytest
 
-from queueguard.upgrade import catalog
-from queueguard.upgrade.runner import upgrade
+from queueguard.engine import catalog
+from queueguard.queue_schema.runner import upgrade
 
 from .released_schemas import V4_COLUMNS
 from .support import (

@@ -11,8 +11,8 @@ import pytest
 from psycopg.types.json import Jsonb
 
 from queueguard.core import keys
+from queueguard.engine import catalog
 from queueguard.errors import MigrationRefused
-from queueguard.upgrade import catalog
 
 from .seeds import (
     RUN_PLAIN,

@@ -10,9 +10,9 @@ import pytest
 from alembic import command
 
 from queueguard.errors import IrreversibleMigration, MigrationRefused
-from queueguard.upgrade import manifest
-from queueguard.upgrade.alembic_config import config as alembic_config_for
-from queueguard.upgrade.alembic_config import engine_for
+from queueguard.queue_schema import manifest
+from queueguard.queue_schema.alembic_config import config as alembic_config_for
+from queueguard.queue_schema.alembic_config import engine_for
 
 from .seeds import (
     ACT_AUTO,

@@ -8,8 +8,8 @@ import time
 import psycopg
 import pytest
 
+from queueguard.engine import catalog
 from queueguard.errors import LockTimeout
-from queueguard.upgrade import catalog
 
 from .seeds import PINNED, seed_v3
 from .support import MakeDb, assert_same_catalog, protocol, revision, run_cli, up

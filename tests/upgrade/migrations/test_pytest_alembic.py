@@ -11,8 +11,8 @@ from pytest_alembic.runner import MigrationContext
 from pytest_alembic.tests import default as alembic_builtin
 
 from queueguard.errors import IrreversibleMigration
-from queueguard.upgrade.alembic_config import config as alembic_config_for
-from queueguard.upgrade.alembic_config import engine_for
+from queueguard.queue_schema.alembic_config import config as alembic_config_for
+from queueguard.queue_schema.alembic_config import engine_for
 
 from .support import ALL
 

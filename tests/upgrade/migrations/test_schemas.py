@@ -5,7 +5,7 @@ from __future__ import annotations
 import psycopg
 import pytest
 
-from queueguard.upgrade import catalog
+from queueguard.engine import catalog
 
 from .released_schemas import RELEASED
 from .seeds import seed_executions, seed_spool, seed_user_data

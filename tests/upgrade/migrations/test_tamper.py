@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from queueguard.errors import TamperedMigration
+from queueguard.queue_schema import manifest
 from queueguard.resources import migrations_dir
-from queueguard.upgrade import manifest
 
 from .support import ALL
 

@@ -1,5 +1,5 @@
 -- 004 online, phase expand: additive state only, each statement in a short transaction under
--- the rollout's lock_timeout (queueguard.upgrade.online.phases). The version table stays at
+-- the rollout's lock_timeout (queueguard.queue_schema.online.phases). The version table stays at
 -- 003 until contract; queueguard_rollout holds the phase.
 
 -- name: owner

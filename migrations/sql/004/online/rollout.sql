@@ -1,4 +1,4 @@
--- 004 online: the rollout record and the migrator's lease (queueguard.upgrade.online.rollout).
+-- 004 online: the rollout record and the migrator's lease (queueguard.queue_schema.online.rollout).
 
 -- name: table
 -- One row per target revision while its rollout is in progress; dropped by contract. The

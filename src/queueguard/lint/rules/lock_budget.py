@@ -1,7 +1,7 @@
 """migration.lock_budget: each statement's locks fit the revision's declared lock budget.
 
 A revision declares the exact lock it takes on each table that existed before it ran
-(`locks = {…}` in `versions/<rev>.py`; `queueguard.upgrade.locks`). `upgrade` enforces the
+(`locks = {…}` in `versions/<rev>.py`; `queueguard.engine.locks`). `upgrade` enforces the
 budget on what the transaction really holds; this rule checks the step files before anything
 runs, using PostgreSQL's documented table-lock modes (docs "Explicit Locking"):
 
@@ -30,6 +30,7 @@ import sqlglot
 from sqlglot import exp
 
 from queueguard import revisions
+from queueguard.engine.locks import BOOKKEEPING
 from queueguard.errors import UsageError
 from queueguard.lint.model import (
     Corpus,
@@ -43,7 +44,6 @@ from queueguard.lint.model import (
 )
 from queueguard.lint.rules.lock_order import LOCK_STATEMENT, access_exclusive_tables
 from queueguard.revisions import LOCK_MODES
-from queueguard.upgrade.locks import BOOKKEEPING
 
 CODE = "migration.lock_budget"
 HINT = (

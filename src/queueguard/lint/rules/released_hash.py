@@ -1,7 +1,7 @@
 """migration.tampered: a released migration's content matches the checked-in manifest.
 
 Released revisions are frozen history: users' databases record their hashes, so an edit
-(even to a comment) is drift. `queueguard.upgrade.manifest.verify` names every edited,
+(even to a comment) is drift. `queueguard.queue_schema.manifest.verify` names every edited,
 removed, added or reordered file; each problem becomes one finding located at the file it
 names (line 1), else at the manifest. No inline marker can silence it.
 """
@@ -15,7 +15,7 @@ from pathlib import Path
 
 from queueguard.errors import TamperedMigration
 from queueguard.lint.model import Corpus, Finding, Rule
-from queueguard.upgrade import manifest
+from queueguard.queue_schema import manifest
 
 CODE = "migration.tampered"
 HINT = (

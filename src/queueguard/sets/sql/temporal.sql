@@ -3,7 +3,7 @@
 -- types, NOT NULLs, primary keys; its SQL sits in the upstream file
 -- common/persistence/sql/sqlplugin/postgresql/admin.go). The writes differ only in where the
 -- timestamps come from: the tool passes its host's time.Now().UTC(); these use the server's
--- clock_timestamp() in UTC (docs/foreign-sets.md "Temporal").
+-- clock_timestamp() in UTC (docs/migration-sets.md "Temporal").
 
 -- name: create_schema_version
 CREATE TABLE IF NOT EXISTS schema_version(

@@ -1,0 +1,490 @@
+"""`upgrade` for migration sets of other formats: what our own runner gives our set, given to
+Temporal's schema, plain SQL directories and Alembic projects.
+
+SQL formats (temporal, sqldir), per revision:
+- one transaction holding the revision's statements and its bookkeeping (Temporal's
+  schema_version upsert and schema_update_history row, our sqldir ledger row), so a failure
+  leaves the database wholly at the previous revision;
+- `lock_timeout` and `statement_timeout` on every statement (SET LOCAL), and on a lock
+  timeout the whole revision is retried with a growing timeout (the runner's ladder), then
+  given up with nothing changed;
+- the runner lock (a transaction-scoped advisory lock, as for our own set) with the version
+  re-read under it: a second runner finds the revision applied and skips it;
+- a statement PostgreSQL refuses in a transaction block (SQLSTATE 25001: CREATE INDEX
+  CONCURRENTLY, VACUUM, …) commits what came before together with a progress row in
+  `queueguard_progress`, runs alone (under the session-level runner lock), and the revision
+  goes on in a new transaction; the bookkeeping transaction drops the progress table, so a
+  completed upgrade leaves nothing of ours behind. A rerun after a crash resumes at the
+  recorded statement; an invalid index a failed concurrent build left is dropped and built
+  again.
+
+Alembic projects run through their own env.py (`alembic_runner`). The parts: `session`
+(limits, the runner lock, a lost server), `progress` (queueguard_progress), `outside`
+(a statement alone, outside a transaction), `report` (what ran).
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
+
+import psycopg
+
+from queueguard.engine import topology
+from queueguard.engine.apply import bookkeeping, half_applied, outside, progress
+from queueguard.engine.apply.ladder import RETRY_GROWTH, RETRY_SLEEP_S
+from queueguard.engine.apply.report import SetUpgradeReport, Step
+from queueguard.engine.apply.session import (
+    APPLICATION_NAME,
+    Limits,
+    begin,
+    online_name,
+    runner_lock,
+    session_unlock,
+    stopped,
+)
+from queueguard.engine.plan.apply import code_of, first_line, is_transaction_control
+from queueguard.errors import LockTimeout, MigrationError, TamperedMigration, UsageError
+from queueguard.pg.connect import connect, connection_lost
+from queueguard.sets import MigrationSet, Revision, sqldir, temporal
+
+if TYPE_CHECKING:  # the online path (and pglast, its parser) is imported only when used
+    from queueguard.engine.online.apply import OnlinePlan
+    from queueguard.engine.online.choose import Form
+
+
+def upgrade(
+    mset: MigrationSet,
+    dsn: str,
+    *,
+    to: str | None = None,
+    limits: Limits | None = None,
+    on_step: Callable[[Step], None] | None = None,
+    online: OnlinePlan | None = None,
+    stop: Callable[[], bool] | None = None,
+    cancelled: threading.Event | None = None,
+) -> SetUpgradeReport:
+    """Bring the database at `dsn` to `to` (default head) of the set; see the module doc.
+    `online`: the statements that run in online forms instead (`upgrade --online`); the
+    revision commits before each of them, so no statement waits on a long one after it.
+    `stop`: asked before each revision of a SQL set after the first; True ends the upgrade
+    there, at the revision before (`fleet`: a stopped run, a signal). `cancelled`: set, the
+    statement running is cancelled (`fleet`: a lost lease; Django's runner is stopped, its
+    migration rolled back)."""
+    limits = limits or Limits()
+    if limits.lock_timeout_ms < 1:
+        raise UsageError(f"--lock-timeout must be at least 1ms, got {limits.lock_timeout_ms} ms")
+    if limits.retries < 0:
+        raise UsageError(f"--retries takes a number of retries >= 0, got {limits.retries}")
+    target = mset.resolve(to)
+    if mset.format == "django":  # Django's own migrate, with queueguard's gates
+        from queueguard.engine.formats.django import runner as django_upgrade
+
+        if not any(r.statements is not None for r in mset.revisions):
+            return django_upgrade.upgrade(mset, dsn, target, limits, on_step, cancelled)
+        # `upgrade --online` runs some migrations as their captured SQL: those here, the
+        # others through Django's migrate
+        from queueguard.engine.formats.django import online as django_online
+
+        return django_online.upgrade_in_parts(
+            mset, dsn, target, limits, on_step,
+            lambda view, end: _upgrade_sql(view, dsn, end, limits, on_step, online),
+            stop, cancelled,
+        )  # fmt: skip
+    if mset.format == "alembic":  # imported here: Alembic and SQLAlchemy cost a second
+        from queueguard.engine.formats.alembic import runner as alembic_runner
+
+        if not any(r.statements is not None for r in mset.revisions):
+            return alembic_runner.upgrade(mset, dsn, target, limits, on_step)
+        # `upgrade --online` runs some revisions as their rendered SQL: those here, the
+        # others through env.py
+        return alembic_runner.upgrade_in_parts(
+            mset, dsn, target, limits, on_step,
+            lambda end: _upgrade_sql(mset, dsn, end, limits, on_step, online, stop),
+        )  # fmt: skip
+    return _upgrade_sql(mset, dsn, target, limits, on_step, online, stop)
+
+
+def _upgrade_sql(
+    mset: MigrationSet,
+    dsn: str,
+    target: str | None,
+    limits: Limits,
+    on_step: Callable[[Step], None] | None,
+    online: OnlinePlan | None,
+    stop: Callable[[], bool] | None = None,
+) -> SetUpgradeReport:
+    started = time.monotonic()
+    name = APPLICATION_NAME if online is None else online_name()
+    conn = connect(dsn, application_name=name)
+    revision: str | None = None
+    try:
+        with conn.cursor() as cursor:
+            topology.refuse_standby(cursor, "upgrade")
+        conn.rollback()
+        # Where the database is, read under the runner lock: another runner's revision is
+        # either wholly there or not at all.
+        begin(conn, limits, limits.lock_timeout_ms)
+        before = bookkeeping.current(mset, conn)
+        if mset.format == "sqldir":
+            changed = sqldir.tampered(conn, mset)
+            if changed:
+                raise TamperedMigration("; ".join(changed))
+        in_progress = progress.read(conn)
+        online = _with_flight(conn, online)
+        report = SetUpgradeReport(mset.format, target, before)
+        pending = mset.pending(before, target)
+        if pending and pending[0].id not in in_progress:
+            half_applied.refuse(conn, mset, pending[0])
+        if mset.format == "temporal" and pending and temporal.current(conn) is None:
+            temporal.setup(conn)  # what `setup-schema -v 0.0` writes, where nothing is
+        previous = bookkeeping.current(mset, conn) or before
+        conn.commit()
+        for rev in pending:
+            if stop is not None and rev is not pending[0] and stop():
+                break
+            revision = rev.id
+            resume = in_progress.get(rev.id)
+            done = _apply(conn, mset, rev, previous, limits, resume, report, on_step, online)
+            if done:
+                report.applied.append(rev.id)
+                if rev.id in in_progress:
+                    report.resumed.append(rev.id)
+            else:
+                report.skipped.append(rev.id)
+            previous = rev.id
+        revision = None
+        report.after = bookkeeping.current(mset, conn)
+        conn.rollback()
+        report.elapsed_ms = int((time.monotonic() - started) * 1000)
+        return report
+    except psycopg.Error as exc:
+        raise stopped(dsn, revision, exc) from exc
+    finally:
+        conn.close()
+
+
+def _apply(
+    conn: psycopg.Connection[Any],
+    mset: MigrationSet,
+    rev: Revision,
+    previous: str | None,
+    limits: Limits,
+    resume: tuple[int, str] | None,
+    report: SetUpgradeReport,
+    on_step: Callable[[Step], None] | None,
+    online: OnlinePlan | None = None,
+) -> bool:
+    """Apply one revision with the retry ladder; False if another runner applied it first."""
+    timeout = limits.lock_timeout_ms
+    if resume is not None and resume[1] != progress.checksum(rev):
+        raise TamperedMigration(
+            f"revision {rev.id} was left half applied (up to statement {resume[0]}) and its "
+            "statements have changed since: restore the files it was started with"
+        )
+    for attempt in range(limits.retries + 1):
+        start = resume[0] if resume is not None else 0
+        try:
+            return _attempt(
+                conn, mset, rev, previous, limits, timeout, start, report, on_step, online
+            )
+        except psycopg.errors.LockNotAvailable:
+            conn.rollback()
+            report.lock_waits += 1
+            resume = progress.read(conn).get(rev.id)
+            conn.rollback()
+            if attempt == limits.retries:
+                kept = (
+                    f"statements 1–{resume[0]} stay applied, a rerun resumes there"
+                    if resume
+                    else "nothing was changed"
+                )
+                raise LockTimeout(
+                    f"revision {rev.id}: could not get its locks after {limits.retries + 1} "
+                    f"attempts (last lock_timeout {timeout} ms); {kept}"
+                ) from None
+            time.sleep(random.uniform(*RETRY_SLEEP_S) * (attempt + 1))
+            timeout = int(timeout * RETRY_GROWTH)
+    raise AssertionError("unreachable")
+
+
+def _attempt(
+    conn: psycopg.Connection[Any],
+    mset: MigrationSet,
+    rev: Revision,
+    previous: str | None,
+    limits: Limits,
+    timeout: int,
+    start: int,
+    report: SetUpgradeReport,
+    on_step: Callable[[Step], None] | None,
+    online: OnlinePlan | None = None,
+) -> bool:
+    statements = list(rev.statements or ())
+    last = max((i for i, s in enumerate(statements) if not is_transaction_control(s)), default=-1)
+    begin(conn, limits, timeout)
+    at = bookkeeping.current(mset, conn)
+    if not _unmoved(mset, rev, at, previous):
+        conn.rollback()
+        return False  # another runner moved the version under the runner lock
+    running: list[Step] = []  # this transaction's statements: held until its commit
+    for index in range(start, len(statements)):
+        statement = statements[index]
+        if is_transaction_control(statement):
+            report.notes.append(
+                f"{rev.id} statement {index + 1}: {code_of(statement)[:40]} left out"
+            )
+            continue
+        found = online.at(rev.id, index) if online is not None else None
+        if found is not None:
+            from queueguard.engine.online import apply as online_apply
+
+            assert online is not None
+            progress.write(conn, rev, index, online_apply.encode(found[0]))
+            _commit(conn, running, on_step)
+            running = []
+            for step in _online(
+                conn, mset, rev, previous, limits, index, index == last, found, online
+            ):
+                _emit(step, on_step)
+            if index == last:
+                return True  # the bookkeeping was in the statement's last transaction
+            begin(conn, limits, timeout)
+            if not _still_mine(conn, mset, rev, previous, index + 1):
+                conn.rollback()
+                return False
+            continue
+        conn.execute("SAVEPOINT queueguard_statement")
+        began = time.perf_counter()
+        try:
+            conn.execute(statement)
+        except psycopg.errors.LockNotAvailable:
+            raise
+        except psycopg.Error as exc:
+            if connection_lost(exc):
+                raise
+            if exc.sqlstate != outside.NOT_IN_A_TRANSACTION:
+                conn.rollback()
+                raise _failed(rev, index, exc, committed=progress.committed(conn, rev)) from None
+            conn.execute("ROLLBACK TO SAVEPOINT queueguard_statement")
+            progress.write(conn, rev, index)
+            _commit(conn, running, on_step)
+            step = _outside(conn, rev, index, statement, limits, resumed=index == start)
+            running = []
+            _emit(step, on_step)
+            begin(conn, limits, timeout)
+            if not _still_mine(conn, mset, rev, previous, index):
+                conn.rollback()
+                return False  # another runner took the revision over meanwhile
+            progress.write(conn, rev, index + 1)  # done: a rerun starts after it
+            conn.commit()
+            begin(conn, limits, timeout)
+            continue
+        conn.execute("RELEASE SAVEPOINT queueguard_statement")
+        running.append(
+            Step(rev.id, index, statement, True, time.perf_counter() - began, started=began)
+        )
+    bookkeeping.record(conn, mset, rev, previous)
+    _commit(conn, running, on_step)
+    return True
+
+
+def _still_mine(
+    conn: psycopg.Connection[Any],
+    mset: MigrationSet,
+    rev: Revision,
+    previous: str | None,
+    index: int,
+) -> bool:
+    """Between a statement run outside a transaction (under the session-level lock) and the
+    next revision transaction the runner lock was free: the version and the progress row
+    must be as this runner left them, or another runner has resumed the revision."""
+    at = bookkeeping.current(mset, conn)
+    unmoved = _unmoved(mset, rev, at, previous)
+    return unmoved and progress.read(conn).get(rev.id, (None, ""))[0] == index
+
+
+def _unmoved(mset: MigrationSet, rev: Revision, at: str | None, previous: str | None) -> bool:
+    """The version is where this runner read it, under the runner lock (else another runner
+    applied the revision meanwhile). A Django database's state is its applied set, in which
+    other apps' rows may come and go: there, the migration (and what it replaces) is still
+    unrecorded."""
+    if mset.format == "django":
+        from queueguard.sets.django import REPLACES
+        from queueguard.sets.model import heads_of
+
+        applied = set(heads_of(at))
+        return not ({rev.id, *rev.native.get(REPLACES, ())} & applied)
+    return at == previous or (previous is None and at in (None, temporal.INITIAL_VERSION))
+
+
+def _commit(
+    conn: psycopg.Connection[Any], running: list[Step], on_step: Callable[[Step], None] | None
+) -> None:
+    conn.commit()
+    ended = time.perf_counter()
+    for step in running:
+        step.held_s = ended - step.started  # its locks are held until the commit
+        _emit(step, on_step)
+
+
+def _emit(step: Step, on_step: Callable[[Step], None] | None) -> None:
+    if on_step is not None:
+        on_step(step)
+
+
+def _failed(rev: Revision, index: int, exc: psycopg.Error, committed: int) -> MigrationError:
+    kept = (
+        f"statements 1–{committed} stay applied (they ran outside a transaction's reach); "
+        "fix the cause and rerun: it resumes there"
+        if committed
+        else "nothing was changed"
+    )
+    error = MigrationError(
+        f"revision {rev.id} failed at statement {index + 1} ({first_line(exc)}); {kept}\n"
+        f"  {' '.join(rev.statements[index].split())[:200] if rev.statements else ''}"
+    )
+    error.sqlstate = exc.sqlstate
+    return error
+
+
+def _outside(
+    conn: psycopg.Connection[Any],
+    rev: Revision,
+    index: int,
+    statement: str,
+    limits: Limits,
+    *,
+    resumed: bool,
+) -> Step:
+    """Run one statement alone, outside a transaction (see `outside`)."""
+    try:
+        began, took = outside.run_alone(conn, statement, limits, resumed=resumed)
+    except psycopg.errors.LockNotAvailable:
+        raise
+    except psycopg.Error as exc:
+        if connection_lost(exc):
+            raise
+        raise _failed(rev, index, exc, committed=index) from None
+    return Step(rev.id, index, statement, False, took, took, started=began)
+
+
+def finish_in_flight(
+    mset: MigrationSet, dsn: str, limits: Limits, options: Mapping[str, Any]
+) -> str | None:
+    """Finish the statement a killed `upgrade --online` left in flight, with the forms it
+    was begun with (a rerun must not plan it again: its half-done state is on the target);
+    `revision N statement I`, or None when nothing was in flight."""
+    conn = connect(dsn, application_name=online_name())
+    try:
+        begin(conn, limits, limits.lock_timeout_ms)
+        flight = progress.in_flight(conn)
+        previous = bookkeeping.current(mset, conn)
+        conn.commit()
+        if flight is None:
+            return None
+        from queueguard.engine.online import apply as online_apply
+        from queueguard.engine.online.apply import OnlinePlan
+
+        revision, index, forms, step = flight
+        rev = mset.get(revision)
+        statements = rev.statements or ()
+        last = max(i for i, s in enumerate(statements) if not is_transaction_control(s))
+        found = (online_apply.decode(forms), step)
+        with _recorded(mset, dsn, revision) as view:
+            _online(
+                conn,
+                view,
+                view.get(revision),
+                previous,
+                limits,
+                index,
+                index == last,
+                found,
+                OnlinePlan(options={**options}),
+            )
+        return f"{index + 1} of revision {revision}"
+    except psycopg.Error as exc:
+        raise stopped(dsn, None, exc) from exc
+    finally:
+        conn.close()
+
+
+@contextmanager
+def _recorded(mset: MigrationSet, dsn: str, revision: str) -> Iterator[MigrationSet]:
+    """The set, a Django migration run as SQL given its fake path (see `django_online`)."""
+    if mset.format != "django":
+        yield mset
+        return
+    from queueguard.engine.formats.django import online as django_online
+    from queueguard.sets import django
+
+    with django.graph_of(mset).borrow(dsn) as runner:
+        yield django_online.recording(mset, revision, runner)
+
+
+def _with_flight(conn: psycopg.Connection[Any], online: OnlinePlan | None) -> OnlinePlan | None:
+    """The plan with the statement a killed run left in flight: it is finished with the
+    forms it was begun with, whatever this run would choose."""
+    flight = progress.in_flight(conn)
+    if flight is None:
+        return online
+    from queueguard.engine.online import apply as online_apply
+    from queueguard.engine.online.apply import OnlinePlan
+
+    revision, index, forms, step = flight
+    base = online or OnlinePlan()
+    return OnlinePlan(base.forms, base.options, (revision, index, online_apply.decode(forms), step))
+
+
+def _online(
+    conn: psycopg.Connection[Any],
+    mset: MigrationSet,
+    rev: Revision,
+    previous: str | None,
+    limits: Limits,
+    index: int,
+    last: bool,
+    found: tuple[Sequence[Form], int],
+    online: OnlinePlan,
+) -> list[Step]:
+    """Statement `index` in its online forms; its last transaction moves the progress past
+    it or, for the revision's last statement, writes the format's bookkeeping."""
+
+    def finish(c: psycopg.Connection[Any]) -> None:
+        if last:
+            bookkeeping.record(c, mset, rev, previous)
+        else:
+            progress.write(c, rev, index + 1)
+
+    from queueguard.engine.online import apply as online_apply
+
+    forms, step = found
+    # the runner lock for the whole statement, across its transactions (a second runner
+    # waits, then finds it done)
+    runner_lock(conn, "runner_session_lock_try", limits)
+    conn.commit()
+    try:
+        ran = online_apply.run_statement(
+            conn, limits, rev, forms, step=step, finish=finish, options=online.options
+        )
+    except psycopg.Error as exc:
+        if connection_lost(exc):
+            raise
+        kinds = ", ".join(f.kind for f in forms)
+        raise MigrationError(
+            f"revision {rev.id} failed at statement {index + 1}, run online ({kinds}): "
+            f"{first_line(exc)}; statements 1–{index} stay applied. Fix the cause and rerun "
+            "(it finishes this statement the way it began), or undo it with --phase abort\n"
+            f"  {' '.join(forms[0].sql.split())[:200]}"
+        ) from None
+    finally:
+        if not conn.closed and not conn.broken:
+            conn.rollback()
+            session_unlock(conn)
+            conn.commit()
+    return [Step(rev.id, index, sql, tx, took, took) for sql, took, tx in ran]
