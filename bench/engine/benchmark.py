@@ -45,11 +45,10 @@ import psycopg
 from bench.common.commands import ROOT, shown
 from bench.common.doc_sections import replace_section
 from bench.engine import load
-from queueguard.engine.apply.ladder import RETRY_GROWTH
+from queueguard.engine.apply.ladder import RETRY_GROWTH, ladder_s
 from queueguard.engine.apply.session import Limits
 from queueguard.pg import scratch
 from queueguard.pg.scratch import ScratchDatabases
-from queueguard.queue_schema.runner import ladder_s
 
 DOCS = ROOT / "docs" / "benchmarks.md"
 SECTION = "## Upgrade of a migration set under load"

@@ -19,10 +19,9 @@ from pathlib import Path
 import pytest
 
 from bench.engine import load
-from queueguard.engine.apply.ladder import RETRY_GROWTH
+from queueguard.engine.apply.ladder import RETRY_GROWTH, ladder_s
 from queueguard.engine.apply.session import Limits
 from queueguard.pg import scratch
-from queueguard.queue_schema.runner import ladder_s
 from queueguard.sets import MigrationSet
 
 ROWS = 100_000

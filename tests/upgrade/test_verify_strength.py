@@ -20,7 +20,7 @@ import pytest
 
 from queueguard import revisions
 from queueguard.engine import catalog, locks
-from queueguard.engine.apply.ladder import RETRY_SLEEP_S
+from queueguard.engine.apply.ladder import RETRY_SLEEP_S, ladder_s
 from queueguard.mutate.generate import generate
 from queueguard.mutate.workspace import materialise
 from queueguard.pg.connect import connection
@@ -30,7 +30,7 @@ from queueguard.queue_schema.golden import NegativeCase
 from queueguard.queue_schema.online.between import Source, source_problems
 from queueguard.queue_schema.online.watch import plan
 from queueguard.queue_schema.refusals import Attempt, problems
-from queueguard.queue_schema.runner import ladder_s, upgrade
+from queueguard.queue_schema.runner import upgrade
 from queueguard.queue_schema.verify import report as verify_report
 from queueguard.resources import migrations_dir
 from queueguard.revisions import SetFacts

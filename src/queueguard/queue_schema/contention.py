@@ -7,7 +7,7 @@ EXCLUSIVE requested, block every reader and writer behind itself until that tran
 (the outage the timeout exists to prevent). So another session holds the weakest lock that
 conflicts with the revision's strongest budgeted lock (`locks.weakest_conflicting`), and the
 upgrade of that revision runs with a small `--lock-timeout` and one retry: it must raise
-LockTimeout within its ladder (`runner.ladder_s`, plus slack for a loaded machine) and leave
+LockTimeout within its ladder (`ladder.ladder_s`, plus slack for a loaded machine) and leave
 the database as it was. If it has not given up by then, the holder lets go, so a check of a
 runner without a timeout ends too (and fails).
 
@@ -33,10 +33,11 @@ from psycopg import sql
 from psycopg.rows import TupleRow
 
 from queueguard.engine import locks
+from queueguard.engine.apply.ladder import ladder_s
 from queueguard.engine.checksums import fingerprint
 from queueguard.errors import LockTimeout, QueueguardError
 from queueguard.pg.connect import connect, connection
-from queueguard.queue_schema.runner import ladder_s, upgrade
+from queueguard.queue_schema.runner import upgrade
 from queueguard.report.units import duration_s
 from queueguard.revisions import RevisionFacts, SetFacts
 

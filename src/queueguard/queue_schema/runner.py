@@ -15,7 +15,6 @@
 from __future__ import annotations
 
 import io
-import random
 import threading
 import time
 from collections.abc import Callable
@@ -29,7 +28,7 @@ from alembic.script import ScriptDirectory
 
 from queueguard import revisions
 from queueguard.engine import topology
-from queueguard.engine.apply.ladder import RETRY_GROWTH, RETRY_SLEEP_S, RUNNER_WAIT_S
+from queueguard.engine.apply.ladder import RUNNER_WAIT_S, climb
 from queueguard.errors import (
     AlreadyApplied,
     ConnectionFailed,
@@ -56,14 +55,6 @@ T = TypeVar("T")
 #: `alembic.op`): two threads of one process must not run it at once (hosts may install the
 #: head schema from several threads). Across processes the runner lock serialises them.
 ALEMBIC = threading.Lock()
-
-
-def ladder_s(lock_timeout_ms: int, retries: int) -> float:
-    """The longest an upgrade can wait for one revision's locks before it gives up with
-    LockTimeout: every attempt's lock_timeout and every sleep between them (pure)."""
-    waits = sum(lock_timeout_ms * RETRY_GROWTH**k for k in range(retries + 1)) / 1000
-    sleeps = sum(RETRY_SLEEP_S[1] * (k + 1) for k in range(retries))
-    return waits + sleeps
 
 
 @dataclass
@@ -322,8 +313,8 @@ def _apply_with_retries(
     runner reads no table outside a revision, where it could take locks out of the
     documented order and deadlock with another runner's revision)."""
     waits = 0
-    timeout = lock_timeout_ms
-    for attempt in range(retries + 1):
+
+    def attempt(timeout: int) -> tuple[int, dict[str, int]]:
         cfg = config(
             migrations,
             connection=conn,
@@ -345,14 +336,7 @@ def _apply_with_retries(
             if not _is_lock_timeout(exc):
                 reason = getattr(exc, "orig", exc)
                 raise MigrationError(f"revision {revision} failed: {reason}") from None
-            waits += 1
-            if attempt == retries:
-                raise LockTimeout(
-                    f"revision {revision}: could not get its locks after {retries + 1} "
-                    f"attempts (last lock_timeout {timeout} ms); nothing was changed"
-                ) from None
-            time.sleep(random.uniform(*RETRY_SLEEP_S) * (attempt + 1))
-            timeout = int(timeout * RETRY_GROWTH)
+            raise
         except (sa.exc.DBAPIError, psycopg.Error) as exc:
             # Any other database error in a step: the revision's transaction rolls back whole;
             # report it as a refusal (exit 1), not as a driver traceback.
@@ -367,7 +351,21 @@ def _apply_with_retries(
         except BaseException:
             conn.rollback()
             raise
-    raise AssertionError("unreachable")
+
+    def waited(_exc: Exception) -> None:
+        nonlocal waits
+        waits += 1
+
+    def give_up(timeout: int, _exc: Exception) -> Exception:
+        return LockTimeout(
+            f"revision {revision}: could not get its locks after {retries + 1} "
+            f"attempts (last lock_timeout {timeout} ms); nothing was changed"
+        )
+
+    return climb(
+        attempt, lock_timeout_ms, retries, give_up=give_up, waited=waited,
+        lock_wait=lambda exc: "" if _is_lock_timeout(exc) else None,
+    )  # fmt: skip
 
 
 def script_heads(migrations: SetFacts | None = None) -> list[str]:

@@ -25,7 +25,6 @@ Alembic projects run through their own env.py (`alembic_runner`). The parts: `se
 
 from __future__ import annotations
 
-import random
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -36,7 +35,7 @@ import psycopg
 
 from queueguard.engine import topology
 from queueguard.engine.apply import bookkeeping, half_applied, outside, progress
-from queueguard.engine.apply.ladder import RETRY_GROWTH, RETRY_SLEEP_S
+from queueguard.engine.apply.ladder import climb
 from queueguard.engine.apply.report import SetUpgradeReport, Step
 from queueguard.engine.apply.session import (
     APPLICATION_NAME,
@@ -180,36 +179,37 @@ def _apply(
     online: OnlinePlan | None = None,
 ) -> bool:
     """Apply one revision with the retry ladder; False if another runner applied it first."""
-    timeout = limits.lock_timeout_ms
     if resume is not None and resume[1] != progress.checksum(rev):
         raise TamperedMigration(
             f"revision {rev.id} was left half applied (up to statement {resume[0]}) and its "
             "statements have changed since: restore the files it was started with"
         )
-    for attempt in range(limits.retries + 1):
-        start = resume[0] if resume is not None else 0
-        try:
-            return _attempt(
-                conn, mset, rev, previous, limits, timeout, start, report, on_step, online
-            )
-        except psycopg.errors.LockNotAvailable:
-            conn.rollback()
-            report.lock_waits += 1
-            resume = progress.read(conn).get(rev.id)
-            conn.rollback()
-            if attempt == limits.retries:
-                kept = (
-                    f"statements 1–{resume[0]} stay applied, a rerun resumes there"
-                    if resume
-                    else "nothing was changed"
-                )
-                raise LockTimeout(
-                    f"revision {rev.id}: could not get its locks after {limits.retries + 1} "
-                    f"attempts (last lock_timeout {timeout} ms); {kept}"
-                ) from None
-            time.sleep(random.uniform(*RETRY_SLEEP_S) * (attempt + 1))
-            timeout = int(timeout * RETRY_GROWTH)
-    raise AssertionError("unreachable")
+
+    def waited(_exc: Exception) -> None:
+        nonlocal resume
+        conn.rollback()
+        report.lock_waits += 1
+        resume = progress.read(conn).get(rev.id)
+        conn.rollback()
+
+    def give_up(timeout: int, _exc: Exception) -> Exception:
+        kept = (
+            f"statements 1–{resume[0]} stay applied, a rerun resumes there"
+            if resume
+            else "nothing was changed"
+        )
+        return LockTimeout(
+            f"revision {rev.id}: could not get its locks after {limits.retries + 1} "
+            f"attempts (last lock_timeout {timeout} ms); {kept}"
+        )
+
+    return climb(
+        lambda timeout: _attempt(
+            conn, mset, rev, previous, limits, timeout,
+            resume[0] if resume is not None else 0, report, on_step, online,
+        ),
+        limits.lock_timeout_ms, limits.retries, waited=waited, give_up=give_up,
+    )  # fmt: skip
 
 
 def _attempt(

@@ -4,7 +4,6 @@ revision's last statement, the format's bookkeeping) in the form's last transact
 
 from __future__ import annotations
 
-import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -13,7 +12,7 @@ from typing import Any, TypeVar
 import psycopg
 
 from queueguard.engine.apply import outside
-from queueguard.engine.apply.ladder import RETRY_GROWTH, RETRY_SLEEP_S
+from queueguard.engine.apply.ladder import climb
 from queueguard.engine.apply.session import Limits, begin
 from queueguard.errors import LockTimeout
 
@@ -59,20 +58,16 @@ class Context:
     def alone(self, sql: str) -> None:
         """A statement that runs outside a transaction (a concurrent build), under the
         session-level runner lock; an invalid leftover of the same index is rebuilt."""
-        timeout = self.limits.lock_timeout_ms
-        for attempt in range(self.limits.retries + 1):
+
+        def attempt(timeout: int) -> None:
             limits = Limits(timeout, self.limits.statement_timeout_ms, 0, self.limits.runner_wait_s)
-            try:
-                _, took = outside.run_alone(self.conn, sql, limits, resumed=True)
-                self.ran.append((sql, took, False))
-                return
-            except psycopg.errors.LockNotAvailable:
-                self._waited(attempt, timeout)
-                timeout = int(timeout * RETRY_GROWTH)
+            _, took = outside.run_alone(self.conn, sql, limits, resumed=True)
+            self.ran.append((sql, took, False))
+
+        self._climb(attempt)
 
     def _ladder(self, work: Work[T], *, last: bool, commit: bool) -> T:
-        timeout = self.limits.lock_timeout_ms
-        for attempt in range(self.limits.retries + 1):
+        def attempt(timeout: int) -> T:
             begin(self.conn, self.limits, timeout)
             try:
                 result = work(self.conn)
@@ -85,22 +80,25 @@ class Context:
             except _Probe as probe:
                 self.conn.rollback()
                 return probe.value  # type: ignore[return-value]
-            except psycopg.errors.LockNotAvailable:
-                self.conn.rollback()
-                self._waited(attempt, timeout)
-                timeout = int(timeout * RETRY_GROWTH)
             except BaseException:
                 if not self.conn.closed:
                     self.conn.rollback()
                 raise
-        raise AssertionError("unreachable")
 
-    def _waited(self, attempt: int, timeout: int) -> None:
-        self.lock_waits += 1
-        if attempt == self.limits.retries:
-            raise LockTimeout(
+        return self._climb(attempt)
+
+    def _climb(self, attempt: Callable[[int], T]) -> T:
+        def waited(_exc: Exception) -> None:
+            self.lock_waits += 1
+
+        def give_up(timeout: int, _exc: Exception) -> Exception:
+            return LockTimeout(
                 f"could not get the locks of an online step after {self.limits.retries + 1} "
                 f"attempts (last lock_timeout {timeout} ms); what committed before stays, "
                 "a rerun resumes there"
-            ) from None
-        time.sleep(random.uniform(*RETRY_SLEEP_S) * (attempt + 1))
+            )
+
+        return climb(
+            attempt, self.limits.lock_timeout_ms, self.limits.retries,
+            waited=waited, give_up=give_up,
+        )  # fmt: skip

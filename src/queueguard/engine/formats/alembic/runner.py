@@ -7,13 +7,12 @@ runner lock is held by a session of its own for the whole upgrade."""
 
 from __future__ import annotations
 
-import random
 import time
 from collections.abc import Callable
 
 import psycopg
 
-from queueguard.engine.apply.ladder import RETRY_GROWTH, RETRY_SLEEP_S
+from queueguard.engine.apply.ladder import climb
 from queueguard.engine.apply.report import SetUpgradeReport, Step
 from queueguard.engine.apply.session import Limits, runner_session
 from queueguard.errors import LockTimeout, MigrationError
@@ -83,30 +82,39 @@ def _run(
     report: SetUpgradeReport,
     on_step: Callable[[Step], None] | None,
 ) -> None:
-    """env.py's run to `target`, started again after a lock timeout from where it stopped."""
-    timeout, attempts, failing = limits.lock_timeout_ms, 0, None
-    while True:
+    """env.py's run to `target`, started again after a lock timeout from where it stopped
+    (each revision that waits climbs a ladder of its own)."""
+    failing: list[str | None] = [None]  # the revision the last run stopped at
+
+    def attempt(timeout: int) -> None:
         options = f"-c lock_timeout={timeout} -c statement_timeout={limits.statement_timeout_ms}"
         outcome = alembic_format.Outcome()
         try:
             alembic_format.upgrade_to(mset, dsn, target, options=options, outcome=outcome)
+        finally:
             _record(outcome, report, on_step)
-            return
-        except MigrationError as exc:
-            _record(outcome, report, on_step)
-            if not isinstance(_root_cause(exc), psycopg.errors.LockNotAvailable):
-                raise
-            if outcome.running != failing:  # another revision: its own ladder
-                timeout, attempts, failing = limits.lock_timeout_ms, 0, outcome.running
-            report.lock_waits += 1
-            if attempts == limits.retries:
-                raise LockTimeout(
-                    f"revision {failing}: could not get its locks after {limits.retries + 1} "
-                    f"attempts (last lock_timeout {timeout} ms); its transaction rolled back"
-                ) from None
-            attempts += 1
-            time.sleep(random.uniform(*RETRY_SLEEP_S) * attempts)
-            timeout = int(timeout * RETRY_GROWTH)
+            failing[0] = outcome.running
+
+    def lock_wait(exc: Exception) -> object | None:
+        if isinstance(exc, MigrationError) and isinstance(
+            _root_cause(exc), psycopg.errors.LockNotAvailable
+        ):
+            return (failing[0],)  # what waited: never None, even before a revision
+        return None
+
+    def waited(_exc: Exception) -> None:
+        report.lock_waits += 1
+
+    def give_up(timeout: int, _exc: Exception) -> Exception:
+        return LockTimeout(
+            f"revision {failing[0]}: could not get its locks after {limits.retries + 1} "
+            f"attempts (last lock_timeout {timeout} ms); its transaction rolled back"
+        )
+
+    climb(
+        attempt, limits.lock_timeout_ms, limits.retries,
+        give_up=give_up, waited=waited, lock_wait=lock_wait,
+    )  # fmt: skip
 
 
 def _record(

@@ -16,7 +16,6 @@
 
 from __future__ import annotations
 
-import random
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -24,7 +23,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from queueguard.engine.apply import progress
-from queueguard.engine.apply.ladder import RETRY_GROWTH, RETRY_SLEEP_S
+from queueguard.engine.apply.ladder import RETRY_SLEEP_S, climb, schedule
 from queueguard.engine.apply.report import SetUpgradeReport, Step
 from queueguard.engine.apply.session import Limits, runner_session
 from queueguard.errors import HalfApplied, LockTimeout, MigrationError, UsageError
@@ -35,15 +34,6 @@ from queueguard.sets.django_process import Runner
 from queueguard.sets.model import state_of
 
 LOCK_NOT_AVAILABLE = "55P03"
-
-
-def ladder(limits: Limits) -> list[int]:
-    """The lock_timeouts of the retries after the first attempt (pure)."""
-    found, timeout = [], float(limits.lock_timeout_ms)
-    for _ in range(limits.retries):
-        timeout *= RETRY_GROWTH
-        found.append(int(timeout))
-    return found
 
 
 def refuse_custom(runner: Runner) -> None:
@@ -160,25 +150,36 @@ def _run(
     post_migrate: bool = True,
 ) -> None:
     atomic = {r.id: bool(r.native.get(django_format.ATOMIC, True)) for r in mset.revisions}
-    attempts: dict[str, int] = {}
-    while True:
-        failed = _migrate(runner, targets, limits, report, on_step, settings, post_migrate)
+
+    def attempt(timeout: int) -> None:
+        failed = _migrate(
+            runner, targets, limits, report, on_step,
+            {**settings, "lock_timeout": str(timeout)}, post_migrate,
+        )  # fmt: skip
         if failed is None:
             return
         migration = str(failed.get("migration") or "")
         if failed.get("sqlstate") != LOCK_NOT_AVAILABLE or not atomic.get(migration, False):
             raise _failure(failed, report, atomic)
-        tries = attempts[migration] = attempts.get(migration, 0) + 1
+        raise _LockWait(migration)  # its transaction rolled back whole: migrate again
+
+    def waited(_exc: Exception) -> None:
         report.lock_waits += 1
-        if tries > limits.retries:
-            raise LockTimeout(
-                f"migration {migration}: could not get its locks after {tries} attempts "
-                f"(last lock_timeout {settings['lock_timeout']} ms); its transaction "
-                "rolled back"
-            )
-        time.sleep(random.uniform(*RETRY_SLEEP_S) * tries)
-        timeout = int(limits.lock_timeout_ms * RETRY_GROWTH**tries)
-        settings = {**settings, "lock_timeout": str(timeout)}
+
+    def give_up(timeout: int, exc: Exception) -> Exception:
+        return LockTimeout(
+            f"migration {exc}: could not get its locks after {limits.retries + 1} attempts "
+            f"(last lock_timeout {timeout} ms); its transaction rolled back"
+        )
+
+    climb(
+        attempt, limits.lock_timeout_ms, limits.retries, give_up=give_up, waited=waited,
+        lock_wait=lambda exc: str(exc) if isinstance(exc, _LockWait) else None,
+    )  # fmt: skip
+
+
+class _LockWait(Exception):
+    """A migration's transaction hit its lock_timeout and rolled back (named by its id)."""
 
 
 def _migrate(
@@ -197,7 +198,10 @@ def _migrate(
         settings=settings,
         post_migrate=post_migrate,
         allow_custom=runner.project.allow_custom,
-        ladder={"timeouts": ladder(limits), "pause_s": sum(RETRY_SLEEP_S) / 2},
+        ladder={
+            "timeouts": schedule(limits.lock_timeout_ms, limits.retries),
+            "pause_s": sum(RETRY_SLEEP_S) / 2,
+        },
     )
     index: dict[str, int] = {}
     running: list[Step] = []  # the migration's statements, told when it commits
