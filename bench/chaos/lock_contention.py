@@ -42,10 +42,11 @@ from bench.common.fingerprints import upgrade_state
 from bench.common.report import record, say, seconds
 from bench.common.v3_database import build_template
 from queueguard.core.history import task_payload
+from queueguard.engine.apply.report import UpgradeReport
 from queueguard.errors import LockTimeout, QueueguardError
 from queueguard.pg.scratch import dbname_of
 from queueguard.queue_schema.legacy import LegacyQueue, V03Worker
-from queueguard.queue_schema.runner import UpgradeReport, upgrade
+from queueguard.queue_schema.runner import upgrade
 
 CI_TEST = (
     "`tests/upgrade/migrations/test_locks.py::test_lock_contention_times_out_retries_fails_cleanly_and_"

@@ -125,14 +125,14 @@ def run(
 def bounded_wait(dsn: str, wait_s: float = 1.0) -> str:
     """Hold the runner lock from another session; an upgrade that may wait `wait_s` fails
     with LockTimeout after about that long and changes nothing; then it goes through."""
+    from queueguard.engine.apply import runner_lock
     from queueguard.pg.connect import connect
-    from queueguard.pg.sqlfiles import queries
 
     # Another runner in the middle of a revision: the transaction-scoped runner lock, held
     # in an open transaction.
     holder = connect(dsn, application_name="queueguard-upgrade")
     try:
-        holder.execute(queries("queueguard.queue_schema", "upgrade.sql")["runner_lock"])
+        runner_lock.take(holder, 1.0)
         before = upgrade_state(dsn)
         started = time.monotonic()
         try:

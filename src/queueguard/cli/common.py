@@ -127,7 +127,7 @@ def _django_options(args: argparse.Namespace) -> None:
 
 
 def upgrade_summary(report: Any) -> list[str]:
-    """What `upgrade` says it did (a SetUpgradeReport), with or without --online."""
+    """What `upgrade` says it did (a UpgradeReport), with or without --online."""
     if report.latest_applied is not None:  # Django: an applied set, said app by app
         latest = ", ".join(f"{a}.{n}" for a, n in sorted(report.latest_applied.items()))
         done = f"applied {', '.join(report.applied)}" if report.applied else "nothing to do"

@@ -81,7 +81,7 @@ def serve(conn: Connection, root: str, fmt: str) -> None:
 def _upgrade(
     mset: Any, root: str, dsn: str, to: str | None, limits: dict[str, Any], key: str
 ) -> dict[str, Any]:
-    from queueguard.engine.apply.session import RUNNER_KEY
+    from queueguard.engine.apply.runner_lock import RUNNER_KEY
 
     RUNNER_KEY.set(key)  # the target's runner lock (a schema target's own)
     chosen = Limits(**limits)

@@ -23,8 +23,9 @@ from typing import Any, Protocol
 
 import psycopg
 
-from queueguard.engine.apply.report import SetUpgradeReport
-from queueguard.engine.apply.session import APPLICATION_NAME, RUNNER_KEY, Limits
+from queueguard.engine.apply.report import UpgradeReport
+from queueguard.engine.apply.runner_lock import RUNNER_KEY
+from queueguard.engine.apply.session import APPLICATION_NAME, Limits
 from queueguard.errors import ConnectionFailed
 from queueguard.fleet.alembic_worker import Worker
 from queueguard.fleet.targets import Target
@@ -47,7 +48,7 @@ class Online(Protocol):
 
     def upgrade(
         self, target: Target, dsn: str, limits: Limits, stop: Callable[[], bool]
-    ) -> SetUpgradeReport: ...
+    ) -> UpgradeReport: ...
 
 
 class SchemaNotSet(ConnectionFailed):

@@ -16,7 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from queueguard.engine.apply.report import SetUpgradeReport
+from queueguard.engine.apply.report import UpgradeReport
 from queueguard.engine.apply.session import Limits
 from queueguard.engine.online import upgrade as online_upgrade
 from queueguard.engine.online.upgrade import Prepared
@@ -76,7 +76,7 @@ class Online:
 
     def upgrade(
         self, target: Target, dsn: str, limits: Limits, stop: Callable[[], bool]
-    ) -> SetUpgradeReport:
+    ) -> UpgradeReport:
         """The target brought to `to` with its group's forms."""
         from queueguard.engine.apply import runner
         from queueguard.engine.plan import planner

@@ -18,7 +18,6 @@ import io
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 import psycopg
@@ -28,7 +27,10 @@ from alembic.script import ScriptDirectory
 
 from queueguard import revisions
 from queueguard.engine import topology
+from queueguard.engine.apply import runner_lock
 from queueguard.engine.apply.ladder import RUNNER_WAIT_S, climb
+from queueguard.engine.apply.report import UpgradeReport
+from queueguard.engine.apply.session import lost
 from queueguard.errors import (
     AlreadyApplied,
     ConnectionFailed,
@@ -55,25 +57,6 @@ T = TypeVar("T")
 #: `alembic.op`): two threads of one process must not run it at once (hosts may install the
 #: head schema from several threads). Across processes the runner lock serialises them.
 ALEMBIC = threading.Lock()
-
-
-@dataclass
-class UpgradeReport:
-    target: str
-    before: str | None
-    after: str | None
-    applied: list[str] = field(default_factory=list)
-    #: revisions another runner applied while this one waited for the runner lock
-    skipped: list[str] = field(default_factory=list)
-    #: what the operator should know (e.g. the older-host check is blind through a pooler)
-    warnings: list[str] = field(default_factory=list)
-    relocated: dict[str, int] = field(default_factory=dict)
-    queues_fenced: int = 0
-    lock_waits: int = 0
-    elapsed_ms: int = 0
-
-    def as_json(self) -> dict[str, Any]:
-        return {"schemaVersion": 1, **self.__dict__}
 
 
 def render_sql(
@@ -146,7 +129,7 @@ def upgrade(
             f"cannot connect to {redact(dsn)}: {driver_reason(exc.orig or exc)}"
         ) from None
     current: str | None = None  # the revision being applied, for a lost-server message
-    lost = False
+    gone = False  # the server was lost
     try:
         _refuse_standby(conn)
         state = _state(conn)
@@ -154,7 +137,7 @@ def upgrade(
         if revisions.ROLLOUT_TABLE in state.tables:
             _refuse_rollout(conn)
         _refuse_unknown(state, migrations)
-        report = UpgradeReport(target=target, before=before, after=before)
+        report = UpgradeReport("queueguard", target, before, after=before)
         if before is not None and migrations.at_or_after(before, target):
             report.elapsed_ms = int((time.monotonic() - started) * 1000)
             return report
@@ -197,20 +180,10 @@ def upgrade(
     except (sa.exc.DBAPIError, psycopg.Error) as exc:
         if not connection_lost(exc):
             raise
-        lost = True
-        raise ConnectionFailed(_lost_message(dsn, current, exc)) from None
+        gone = True
+        raise ConnectionFailed(lost(dsn, current, getattr(exc, "orig", None) or exc)) from None
     finally:
-        _close(conn, engine, lost)
-
-
-def _lost_message(dsn: str, revision: str | None, exc: BaseException) -> str:
-    where = f"during revision {revision}" if revision else "between revisions"
-    reason = redact(str(getattr(exc, "orig", exc))).strip().splitlines()[0:1]
-    return (
-        f"lost the server {where} ({redact(dsn)}: {' '.join(reason) or 'connection closed'}); "
-        "the revision's outcome is unknown (its transaction committed whole or not at all): "
-        "rerun queueguard upgrade against the primary, it is safe"
-    )
+        _close(conn, engine, gone)
 
 
 def _close(conn: sa.Connection, engine: sa.Engine, lost: bool) -> None:
@@ -235,14 +208,9 @@ def _refuse_standby(conn: sa.Connection) -> None:
 
 def _create_version_table(conn: sa.Connection, wait_s: float) -> None:
     """Create the version table under the runner lock (two runners, one empty database)."""
-    conn.exec_driver_sql(f"SET LOCAL lock_timeout = {int(wait_s * 1000)}")
-    try:
-        conn.exec_driver_sql(Q["runner_lock"])
-    except sa.exc.OperationalError as exc:
-        conn.rollback()
-        if _is_lock_timeout(exc):
-            raise RunnerBusy(int(wait_s * 1000)) from None
-        raise
+    conn.commit()  # whatever SQLAlchemy had begun: the lock comes first in the transaction
+    raw: Any = conn.connection.dbapi_connection
+    runner_lock.take(raw, wait_s, restart=raw.rollback)
     try:
         conn.exec_driver_sql(Q["version_table"])
     except sa.exc.ProgrammingError as exc:  # e.g. a role without CREATE on the schema

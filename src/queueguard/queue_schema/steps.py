@@ -13,19 +13,18 @@ import time
 from pathlib import Path
 from typing import Any
 
-import psycopg
 import sqlalchemy as sa
 from alembic import context, op
 
 from queueguard import revisions
 from queueguard.engine import locks
+from queueguard.engine.apply import runner_lock
 from queueguard.errors import (
     AlreadyApplied,
     IrreversibleMigration,
     LockBudgetExceeded,
     MigrationRefused,
     RolloutInProgress,
-    RunnerBusy,
 )
 from queueguard.pg.sqlfiles import queries
 from queueguard.queue_schema import audit, manifest
@@ -105,11 +104,7 @@ def _exclusive(facts: revisions.RevisionFacts, lock_ms: int) -> None:
         # A runner killed mid-revision is noticed within a second and rolled back, instead of
         # holding its locks until the running statement ends (PostgreSQL >= 14 on Linux).
         cursor.execute(Q["dead_client_check"])
-        cursor.execute(f"SET LOCAL lock_timeout = {wait_ms}")
-        try:
-            cursor.execute(Q["runner_lock"])
-        except psycopg.errors.LockNotAvailable:
-            raise RunnerBusy(wait_ms) from None
+        runner_lock.take(cursor, wait_ms / 1000)  # Alembic's transaction: kept between tries
         cursor.execute(f"SET LOCAL lock_timeout = {lock_ms}")
         cursor.execute(Q["rollout_exists"])
         if cursor.fetchone()[0]:  # an online expand won the runner lock first

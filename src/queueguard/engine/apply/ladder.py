@@ -43,6 +43,11 @@ def ladder_s(lock_timeout_ms: int, retries: int) -> float:
     return waits + sleeps
 
 
+def ladder_pause(tries: int) -> float:
+    """The pause before retry number `tries`: jittered, longer each time."""
+    return random.uniform(*RETRY_SLEEP_S) * tries
+
+
 def lock_not_available(exc: BaseException) -> object | None:
     """A lock timeout (SQLSTATE 55P03) as psycopg raises it: one thing waited."""
     return "" if isinstance(exc, psycopg.errors.LockNotAvailable) else None
@@ -56,13 +61,16 @@ def climb(
     give_up: Callable[[int, Exception], Exception],
     waited: Callable[[Exception], None] | None = None,
     lock_wait: Callable[[Exception], object | None] = lock_not_available,
+    growth: float = RETRY_GROWTH,
+    pause: Callable[[int], float] = ladder_pause,
 ) -> T:
     """`attempt(lock_timeout_ms)` until it returns. An exception `lock_wait` names (what
     waited: a revision, or "") is a lock wait: `waited(exc)` cleans up (rolls back, counts),
     then after the pause the next attempt gets the next rung; once `retries` retries have
     waited, `give_up(last timeout, exc)` is raised instead. A wait of another thing than the
     last one (a run started over got further, to its next revision) starts a ladder of its
-    own. Any other exception propagates."""
+    own. Any other exception propagates. `growth` and `pause` shape another schedule (the
+    own set's online rollout keeps its lock_timeout fixed, beside live hosts)."""
     timeout, tries, last = lock_timeout_ms, 0, None
     while True:
         try:
@@ -78,5 +86,5 @@ def climb(
             if tries == retries:
                 raise give_up(timeout, exc) from None
             tries += 1
-            time.sleep(random.uniform(*RETRY_SLEEP_S) * tries)
-            timeout = int(timeout * RETRY_GROWTH)
+            time.sleep(pause(tries))
+            timeout = int(timeout * growth)

@@ -12,7 +12,8 @@ from typing import TYPE_CHECKING, Any
 import psycopg
 from psycopg import sql
 
-from queueguard.engine.apply.session import Limits, runner_lock, session_unlock
+from queueguard.engine.apply import runner_lock
+from queueguard.engine.apply.session import Limits
 from queueguard.pg.sqlfiles import queries
 
 if TYPE_CHECKING:  # PostgreSQL's parser, imported when a statement runs outside a transaction
@@ -31,7 +32,7 @@ def run_alone(
     conn.autocommit = True
     began = time.perf_counter()
     try:
-        runner_lock(conn, "runner_session_lock_try", limits)
+        runner_lock.take_for_statement(conn, limits.runner_wait_s, restart=conn.rollback)
         conn.execute(f"SET lock_timeout = {limits.lock_timeout_ms}")
         conn.execute(f"SET statement_timeout = {limits.statement_timeout_ms}")
         build = concurrent_build(statement)
@@ -62,7 +63,7 @@ def run_alone(
         if not conn.closed and not conn.broken:
             conn.execute("RESET lock_timeout")
             conn.execute("RESET statement_timeout")
-            session_unlock(conn)
+            runner_lock.release_statement(conn)
         conn.autocommit = False
 
 

@@ -23,12 +23,15 @@ class Step:
 
 
 @dataclass
-class SetUpgradeReport:
+class UpgradeReport:
+    """What `upgrade` did, for every format (`format`: the set's, "queueguard" for ours)."""
+
     format: str
     target: str | None
     before: str | None
     after: str | None = None
     applied: list[str] = field(default_factory=list)
+    #: revisions another runner applied while this one waited for the runner lock
     skipped: list[str] = field(default_factory=list)
     resumed: list[str] = field(default_factory=list)
     lock_waits: int = 0
@@ -37,8 +40,14 @@ class SetUpgradeReport:
     elapsed_ms: int = 0
     #: a Django database (an applied set, not a position): {app_label: latest applied}
     latest_applied: dict[str, str] | None = None
+    #: queueguard's own set: what the operator should know (e.g. the older-host check is
+    #: blind through a pooler), the rows its revisions relocated per source queue, and the
+    #: queues its fence bumped
+    warnings: list[str] = field(default_factory=list)
+    relocated: dict[str, int] = field(default_factory=dict)
+    queues_fenced: int = 0
 
-    def add(self, part: SetUpgradeReport) -> None:
+    def add(self, part: UpgradeReport) -> None:
         """What one part of a run in parts did (`upgrade --online` of an Alembic or Django
         set: its tool's runs between the revisions run as SQL)."""
         self.applied += part.applied
@@ -48,6 +57,20 @@ class SetUpgradeReport:
         self.lock_waits += part.lock_waits
 
     def as_json(self) -> dict[str, Any]:
+        if self.format == "queueguard":  # the own set's document, as released
+            return {
+                "schemaVersion": 1,
+                "target": self.target,
+                "before": self.before,
+                "after": self.after,
+                "applied": self.applied,
+                "skipped": self.skipped,
+                "warnings": self.warnings,
+                "relocated": self.relocated,
+                "queues_fenced": self.queues_fenced,
+                "lock_waits": self.lock_waits,
+                "elapsed_ms": self.elapsed_ms,
+            }
         if self.format == "django":  # an applied set, not a position: said as it is
             where: dict[str, Any] = {
                 "target": None,

@@ -34,16 +34,14 @@ from typing import TYPE_CHECKING, Any
 import psycopg
 
 from queueguard.engine import topology
-from queueguard.engine.apply import bookkeeping, half_applied, outside, progress
+from queueguard.engine.apply import bookkeeping, half_applied, outside, progress, runner_lock
 from queueguard.engine.apply.ladder import climb
-from queueguard.engine.apply.report import SetUpgradeReport, Step
+from queueguard.engine.apply.report import Step, UpgradeReport
 from queueguard.engine.apply.session import (
     APPLICATION_NAME,
     Limits,
     begin,
     online_name,
-    runner_lock,
-    session_unlock,
     stopped,
 )
 from queueguard.engine.plan.apply import code_of, first_line, is_transaction_control
@@ -66,7 +64,7 @@ def upgrade(
     online: OnlinePlan | None = None,
     stop: Callable[[], bool] | None = None,
     cancelled: threading.Event | None = None,
-) -> SetUpgradeReport:
+) -> UpgradeReport:
     """Bring the database at `dsn` to `to` (default head) of the set; see the module doc.
     `online`: the statements that run in online forms instead (`upgrade --online`); the
     revision commits before each of them, so no statement waits on a long one after it.
@@ -116,7 +114,7 @@ def _upgrade_sql(
     on_step: Callable[[Step], None] | None,
     online: OnlinePlan | None,
     stop: Callable[[], bool] | None = None,
-) -> SetUpgradeReport:
+) -> UpgradeReport:
     started = time.monotonic()
     name = APPLICATION_NAME if online is None else online_name()
     conn = connect(dsn, application_name=name)
@@ -135,7 +133,7 @@ def _upgrade_sql(
                 raise TamperedMigration("; ".join(changed))
         in_progress = progress.read(conn)
         online = _with_flight(conn, online)
-        report = SetUpgradeReport(mset.format, target, before)
+        report = UpgradeReport(mset.format, target, before)
         pending = mset.pending(before, target)
         if pending and pending[0].id not in in_progress:
             half_applied.refuse(conn, mset, pending[0])
@@ -174,7 +172,7 @@ def _apply(
     previous: str | None,
     limits: Limits,
     resume: tuple[int, str] | None,
-    report: SetUpgradeReport,
+    report: UpgradeReport,
     on_step: Callable[[Step], None] | None,
     online: OnlinePlan | None = None,
 ) -> bool:
@@ -220,7 +218,7 @@ def _attempt(
     limits: Limits,
     timeout: int,
     start: int,
-    report: SetUpgradeReport,
+    report: UpgradeReport,
     on_step: Callable[[Step], None] | None,
     online: OnlinePlan | None = None,
 ) -> bool:
@@ -466,7 +464,7 @@ def _online(
     forms, step = found
     # the runner lock for the whole statement, across its transactions (a second runner
     # waits, then finds it done)
-    runner_lock(conn, "runner_session_lock_try", limits)
+    runner_lock.take_for_statement(conn, limits.runner_wait_s, restart=conn.rollback)
     conn.commit()
     try:
         ran = online_apply.run_statement(
@@ -485,6 +483,6 @@ def _online(
     finally:
         if not conn.closed and not conn.broken:
             conn.rollback()
-            session_unlock(conn)
+            runner_lock.release_statement(conn)
             conn.commit()
     return [Step(rev.id, index, sql, tx, took, took) for sql, took, tx in ran]

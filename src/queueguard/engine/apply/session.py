@@ -5,29 +5,22 @@ from __future__ import annotations
 
 import os
 import socket
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import Any
 
 import psycopg
 
 from queueguard.engine import topology
+from queueguard.engine.apply import runner_lock
 from queueguard.engine.apply.ladder import RUNNER_WAIT_S
 from queueguard.engine.plan.apply import first_line
-from queueguard.errors import ConnectionFailed, MigrationError, RunnerBusy
+from queueguard.errors import ConnectionFailed, MigrationError
 from queueguard.pg.connect import connect, connection_lost
 from queueguard.pg.dsn import redact
-from queueguard.pg.sqlfiles import queries
 
-Q = queries("queueguard.engine.apply", "session.sql")
 APPLICATION_NAME = "queueguard-upgrade"
-#: the runner lock's key in this context: one per target. A database keeps the key every
-#: `upgrade` takes (so `upgrade` and `fleet` exclude each other); `fleet` sets its own for a
-#: schema target (`fleet.apply`), so two schemas of one database upgrade side by side.
-RUNNER_KEY: ContextVar[str] = ContextVar("runner_key", default=APPLICATION_NAME)
 
 
 @dataclass(frozen=True)
@@ -40,31 +33,9 @@ class Limits:
 
 def begin(conn: psycopg.Connection[Any], limits: Limits, lock_timeout_ms: int) -> None:
     """A revision transaction: the runner lock, then the revision's own timeouts."""
-    runner_lock(conn, "runner_lock_try", limits)
+    runner_lock.take(conn, limits.runner_wait_s, restart=conn.rollback)
     conn.execute(f"SET LOCAL lock_timeout = {lock_timeout_ms}")
     conn.execute(f"SET LOCAL statement_timeout = {limits.statement_timeout_ms}")
-
-
-def runner_lock(conn: psycopg.Connection[Any], query: str, limits: Limits) -> None:
-    """Take the runner lock (`query`: transaction- or session-level) by polling, never by
-    waiting inside a statement: a waiting statement holds a snapshot, and another runner's
-    `CREATE INDEX CONCURRENTLY` waits for every older snapshot to end while that runner
-    holds the lock — a deadlock. Between tries the transaction, if any, is rolled back."""
-    deadline = time.monotonic() + limits.runner_wait_s
-    pause = 0.02
-    while True:
-        row = conn.execute(Q[query], {"key": RUNNER_KEY.get()}).fetchone()
-        if row and row[0]:
-            return
-        conn.rollback()
-        if time.monotonic() >= deadline:
-            raise RunnerBusy(int(limits.runner_wait_s * 1000))
-        time.sleep(pause)
-        pause = min(pause * 2, 0.5)
-
-
-def session_unlock(conn: psycopg.Connection[Any]) -> None:
-    conn.execute(Q["runner_session_unlock"], {"key": RUNNER_KEY.get()})
 
 
 def stopped(dsn: str, revision: str | None, exc: psycopg.Error) -> Exception:
@@ -77,9 +48,11 @@ def stopped(dsn: str, revision: str | None, exc: psycopg.Error) -> Exception:
 
 
 def lost(dsn: str, revision: str | None, exc: BaseException) -> str:
+    """The one ending of every runner that lost its server (exit 2): where, and that a rerun
+    is safe."""
     where = f"during revision {revision}" if revision else "between revisions"
     return (
-        f"lost the server {where} ({redact(dsn)}: {first_line(exc)}); a revision commits "
+        f"lost the server {where} ({redact(dsn)}: {redact(first_line(exc))}); a revision commits "
         "whole or, past a statement that runs outside a transaction, resumes where it "
         "stopped: rerun queueguard upgrade against the primary, it is safe"
     )
@@ -101,7 +74,7 @@ def runner_session(dsn: str, limits: Limits) -> Iterator[None]:
     try:
         with lock.cursor() as cursor:
             topology.refuse_standby(cursor, "upgrade")
-        runner_lock(lock, "runner_session_lock_try", limits)
+        runner_lock.take_for_statement(lock, limits.runner_wait_s)
         yield
     except psycopg.Error as exc:
         raise stopped(dsn, None, exc) from exc

@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from queueguard.engine.apply import progress
-from queueguard.engine.apply.session import Limits, online_name, runner_lock
+from queueguard.engine.apply import progress, runner_lock
+from queueguard.engine.apply.session import Limits, online_name
 from queueguard.engine.online import apply, choose, orphans
 from queueguard.pg.connect import connect
 from queueguard.sets import MigrationSet
@@ -37,7 +37,7 @@ def abort(
     orphans.settle(dsn, tell)
     conn = connect(dsn, application_name=online_name(), autocommit=True)
     try:
-        runner_lock(conn, "runner_session_lock_try", limits)
+        runner_lock.take_for_statement(conn, limits.runner_wait_s, restart=conn.rollback)
         conn.execute(f"SET lock_timeout = {limits.lock_timeout_ms}")
         flight = progress.in_flight(conn)
         if flight is None:

@@ -22,7 +22,7 @@ from typing import Any
 from pglast import ast
 
 from queueguard.engine.apply import progress, runner
-from queueguard.engine.apply.report import SetUpgradeReport
+from queueguard.engine.apply.report import UpgradeReport
 from queueguard.engine.apply.session import Limits
 from queueguard.engine.online import apply, choose, orphans, plain_side, proof
 from queueguard.engine.online.apply import OnlinePlan
@@ -46,7 +46,7 @@ class OnlineUpgrade:
 
     decisions: list[Decision] = field(default_factory=list)
     forced: list[Decision] = field(default_factory=list)
-    report: SetUpgradeReport | None = None
+    report: UpgradeReport | None = None
     proved: bool = False
 
 

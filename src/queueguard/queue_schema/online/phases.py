@@ -18,6 +18,7 @@ from __future__ import annotations
 from typing import Any
 
 from queueguard.engine import topology
+from queueguard.engine.apply import runner_lock
 from queueguard.errors import (
     AlreadyApplied,
     HostsConnected,
@@ -166,8 +167,7 @@ def _guard(session: Session, migrations: SetFacts) -> None:
 def create_record(session: Session, cursor: Cursor, previous: str | None) -> None:
     """The rollout record, under the offline runner's lock with the version re-read: an
     offline upgrade and an online expand never interleave."""
-    cursor.execute(f"SET LOCAL lock_timeout = {int(session.knobs.wait_s * 1000)}")
-    cursor.execute(UPGRADE["runner_lock"])
+    runner_lock.take(cursor, session.knobs.wait_s)
     cursor.execute(f"SET LOCAL lock_timeout = {session.knobs.lock_timeout_ms}")
     cursor.execute(UPGRADE["current_version"])
     found = [str(r[0]) for r in cursor.fetchall()]
@@ -258,8 +258,7 @@ def contract(
     session.autocommit(session.q("rollout.drop_marker_index"), "contract: drop the marker index")
 
     def record(cursor: Cursor) -> None:
-        cursor.execute(f"SET LOCAL lock_timeout = {int(session.knobs.wait_s * 1000)}")
-        cursor.execute(UPGRADE["runner_lock"])
+        runner_lock.take(cursor, session.knobs.wait_s)
         cursor.execute(f"SET LOCAL lock_timeout = {session.knobs.lock_timeout_ms}")
         cursor.execute(session.q("contract.ledger_table"))
         for rev in migrations.ids[: migrations.ids.index(facts.id) + 1]:

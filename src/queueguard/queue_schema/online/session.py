@@ -28,6 +28,7 @@ from psycopg.rows import TupleRow
 
 from queueguard import revisions
 from queueguard.engine import locks, topology
+from queueguard.engine.apply.ladder import climb
 from queueguard.errors import (
     ConnectionFailed,
     LockBudgetExceeded,
@@ -35,6 +36,7 @@ from queueguard.errors import (
     MigrationError,
     MigratorBusy,
     RolloutRefused,
+    RunnerBusy,
     UsageError,
 )
 from queueguard.pg.connect import connect, connection_lost
@@ -47,6 +49,14 @@ from queueguard.revisions import SetFacts
 T = TypeVar("T")
 Cursor = psycopg.Cursor[TupleRow]
 APPLICATION_NAME = "queueguard-online"
+#: what a transaction of the rollout waits out and retries: a lock timeout, or the runner
+#: lock another runner holds
+LOCK_WAITS = (psycopg.errors.LockNotAvailable, RunnerBusy)
+
+
+def _backoff(tries: int) -> float:
+    """The pause before retry number `tries`: exponential, capped at 2 s, jittered."""
+    return min(2.0, 0.05 * 2.0**tries) * random.uniform(0.5, 1.5)
 
 
 @dataclass(frozen=True)
@@ -161,54 +171,68 @@ class Session:
     ) -> T:
         """`work` in one short transaction under the lease; `phases`: the rollout phases in
         which it may run (None: no lease, e.g. before the rollout record exists)."""
-        attempt, busy_since = 0, None
-        while True:
-            try:
-                with self.conn.cursor() as cursor:
-                    cursor.execute(f"SET LOCAL lock_timeout = {self.knobs.lock_timeout_ms}")
-                    cursor.execute(
-                        f"SET LOCAL statement_timeout = {self.knobs.statement_timeout_ms}"
-                    )
-                    if phases is not None:
-                        self._lease(cursor, phases, what)
-                    result = work(cursor)
-                    self._within_ceiling(cursor, what)
-                self.conn.commit()
-                self.batches += 1
-                return result
-            except _LeaseBusy:
-                self._rollback()
-                if busy_since is None:
-                    busy_since = time.monotonic()
-                waited = time.monotonic() - busy_since
-                if waited >= self.knobs.wait_s:
-                    raise MigratorBusy(self._holder(), waited) from None
-                time.sleep(min(0.5, self.knobs.lease_s / 4))
-            except psycopg.errors.LockNotAvailable:
-                self._rollback()
-                self.lock_waits += 1
-                attempt += 1
-                if attempt > self.knobs.retries:
-                    raise LockTimeout(
-                        f"{what}: no lock within {self.knobs.lock_timeout_ms} ms after "
-                        f"{attempt} attempts; committed batches are valid, rerun to resume"
-                    ) from None
-                time.sleep(min(2.0, 0.05 * 2**attempt) * random.uniform(0.5, 1.5))
-            except psycopg.errors.QueryCanceled as exc:
-                self._rollback()
-                raise MigrationError(
-                    f"{what}: statement timeout ({exc}); committed batches are valid, rerun "
-                    "with a smaller --batch-size or a larger --statement-timeout"
-                ) from None
-            except psycopg.OperationalError as exc:
-                if connection_lost(exc):
-                    raise self.lost(exc) from None
-                self._rollback()
-                raise
-            except BaseException:
-                if not self.conn.broken:
+        busy_since: float | None = None
+
+        def attempt(_timeout: int) -> T:
+            nonlocal busy_since
+            while True:
+                try:
+                    return self._once(work, phases, what)
+                except _LeaseBusy:
                     self._rollback()
-                raise
+                    if busy_since is None:
+                        busy_since = time.monotonic()
+                    waited = time.monotonic() - busy_since
+                    if waited >= self.knobs.wait_s:
+                        raise MigratorBusy(self._holder(), waited) from None
+                    time.sleep(min(0.5, self.knobs.lease_s / 4))
+
+        def waited(_exc: Exception) -> None:
+            self._rollback()
+            self.lock_waits += 1
+
+        def give_up(_timeout: int, _exc: Exception) -> Exception:
+            return LockTimeout(
+                f"{what}: no lock within {self.knobs.lock_timeout_ms} ms after "
+                f"{self.knobs.retries + 1} attempts; committed batches are valid, rerun to resume"
+            )
+
+        return climb(
+            attempt, self.knobs.lock_timeout_ms, self.knobs.retries,
+            give_up=give_up, waited=waited, growth=1.0, pause=_backoff,
+            # the runner lock another runner holds is waited for on the same schedule
+            lock_wait=lambda exc: "" if isinstance(exc, LOCK_WAITS) else None,
+        )  # fmt: skip
+
+    def _once(self, work: Callable[[Cursor], T], phases: tuple[str, ...] | None, what: str) -> T:
+        try:
+            with self.conn.cursor() as cursor:
+                cursor.execute(f"SET LOCAL lock_timeout = {self.knobs.lock_timeout_ms}")
+                cursor.execute(f"SET LOCAL statement_timeout = {self.knobs.statement_timeout_ms}")
+                if phases is not None:
+                    self._lease(cursor, phases, what)
+                result = work(cursor)
+                self._within_ceiling(cursor, what)
+            self.conn.commit()
+            self.batches += 1
+            return result
+        except (_LeaseBusy, *LOCK_WAITS):
+            raise  # the caller rolls back and waits
+        except psycopg.errors.QueryCanceled as exc:
+            self._rollback()
+            raise MigrationError(
+                f"{what}: statement timeout ({exc}); committed batches are valid, rerun "
+                "with a smaller --batch-size or a larger --statement-timeout"
+            ) from None
+        except psycopg.OperationalError as exc:
+            if connection_lost(exc):
+                raise self.lost(exc) from None
+            self._rollback()
+            raise
+        except BaseException:
+            if not self.conn.broken:
+                self._rollback()
+            raise
 
     def _within_ceiling(self, cursor: Cursor, what: str) -> None:
         """Before commit: the locks this transaction holds stay within the revision's online

@@ -1,11 +1,5 @@
 -- Statements of the upgrade runner (outside the revisions themselves).
 
--- name: runner_lock
--- One runner at a time, per revision transaction: a transaction-scoped advisory lock, so it
--- holds through a transaction pooler (a session lock would stay on whichever pooled server
--- connection took it) and is released by COMMIT or ROLLBACK, even of a killed runner.
-SELECT pg_advisory_xact_lock(hashtext('queueguard-upgrade'));
-
 -- name: current_version
 -- The version row, re-read under the runner lock (no row: nothing applied yet).
 SELECT version_num FROM queueguard_version;

@@ -1,21 +1,5 @@
--- The runner for migration sets of other formats (Temporal's, plain SQL directories):
--- the runner lock and the progress of a revision split by a statement that must run outside
--- a transaction.
-
--- name: runner_lock_try
--- One runner at a time, per transaction (as for our own set: holds through a pooler);
--- polled, never waited for in a statement (see apply/session.runner_lock). The key is one
--- per target: 'queueguard-upgrade' for a database (as for our own set), and one of its own
--- for each schema target of `fleet` (apply/session.RUNNER_KEY).
-SELECT pg_try_advisory_xact_lock(hashtext(%(key)s));
-
--- name: runner_session_lock_try
--- The same lock for a statement that runs outside a transaction (session-level, released
--- right after it: a pooler in transaction mode is no place for such statements anyway).
-SELECT pg_try_advisory_lock(hashtext(%(key)s));
-
--- name: runner_session_unlock
-SELECT pg_advisory_unlock(hashtext(%(key)s));
+-- The runner's bookkeeping of its own: the progress of a revision split by a statement that
+-- must run outside a transaction (the runner lock is runner_lock.sql's).
 
 -- name: progress_exists
 SELECT to_regclass('queueguard_progress') IS NOT NULL;

@@ -13,7 +13,7 @@ from collections.abc import Callable
 import psycopg
 
 from queueguard.engine.apply.ladder import climb
-from queueguard.engine.apply.report import SetUpgradeReport, Step
+from queueguard.engine.apply.report import Step, UpgradeReport
 from queueguard.engine.apply.session import Limits, runner_session
 from queueguard.errors import LockTimeout, MigrationError
 from queueguard.sets import MigrationSet
@@ -27,12 +27,12 @@ def upgrade(
     target: str | None,
     limits: Limits,
     on_step: Callable[[Step], None] | None = None,
-) -> SetUpgradeReport:
+) -> UpgradeReport:
     started = time.monotonic()
     table = mset.version_table or alembic_format.DEFAULT_VERSION_TABLE
     with runner_session(dsn, limits):
         before = alembic_format.current(dsn, table)
-        report = SetUpgradeReport(mset.format, target, before)
+        report = UpgradeReport(mset.format, target, before)
         report.after = before
         if target is not None and mset.pending(before, target):
             _run(mset, dsn, target, limits, report, on_step)
@@ -51,8 +51,8 @@ def upgrade_in_parts(
     target: str | None,
     limits: Limits,
     on_step: Callable[[Step], None] | None,
-    run_sql: Callable[[str], SetUpgradeReport],
-) -> SetUpgradeReport:
+    run_sql: Callable[[str], UpgradeReport],
+) -> UpgradeReport:
     """`upgrade --online` of a set some of whose revisions run as their rendered SQL
     (`online.alembic_sql`): each run of consecutive Python revisions through env.py as
     `upgrade` runs it, each SQL revision through `run_sql(revision)` (the SQL formats'
@@ -60,7 +60,7 @@ def upgrade_in_parts(
     started = time.monotonic()
     table = mset.version_table or alembic_format.DEFAULT_VERSION_TABLE
     before = alembic_format.current(dsn, table)
-    report = SetUpgradeReport(mset.format, target, before)
+    report = UpgradeReport(mset.format, target, before)
     pending = mset.pending(before, target)
     for part in stretches(pending):
         end = mset.end_of(part)
@@ -79,7 +79,7 @@ def _run(
     dsn: str,
     target: str,
     limits: Limits,
-    report: SetUpgradeReport,
+    report: UpgradeReport,
     on_step: Callable[[Step], None] | None,
 ) -> None:
     """env.py's run to `target`, started again after a lock timeout from where it stopped
@@ -119,7 +119,7 @@ def _run(
 
 def _record(
     outcome: alembic_format.Outcome,
-    report: SetUpgradeReport,
+    report: UpgradeReport,
     on_step: Callable[[Step], None] | None,
 ) -> None:
     """The revisions a run committed, and each statement they sent as a step."""

@@ -23,7 +23,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
-from queueguard.engine.apply.report import SetUpgradeReport, Step
+from queueguard.engine.apply.report import Step, UpgradeReport
 from queueguard.engine.apply.session import Limits
 from queueguard.engine.formats.django import runner as django_upgrade
 from queueguard.errors import MigrationError
@@ -32,7 +32,7 @@ from queueguard.sets import django as django_format
 from queueguard.sets.django_process import Runner
 from queueguard.sets.model import heads_of, stretches
 
-RunSql = Callable[[MigrationSet, str], SetUpgradeReport]
+RunSql = Callable[[MigrationSet, str], UpgradeReport]
 
 
 def recording(mset: MigrationSet, revision_id: str, runner: Runner) -> MigrationSet:
@@ -79,12 +79,12 @@ def upgrade_in_parts(
     run_sql: RunSql,
     stop: Callable[[], bool] | None = None,
     cancelled: threading.Event | None = None,
-) -> SetUpgradeReport:
+) -> UpgradeReport:
     """`stop`: asked before each part after the first (`fleet`); the runner lock is taken by
     each part and let go between them, as between two `upgrade` runs."""
     started = time.monotonic()
     before = django_format.current(mset, dsn)
-    report = SetUpgradeReport(mset.format, target, before)
+    report = UpgradeReport(mset.format, target, before)
     parts = stretches(mset.pending(before, target) if target is not None else [])
     graph = django_format.graph_of(mset)
     signalled = False

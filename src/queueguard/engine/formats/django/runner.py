@@ -24,7 +24,7 @@ from typing import Any
 
 from queueguard.engine.apply import progress
 from queueguard.engine.apply.ladder import RETRY_SLEEP_S, climb, schedule
-from queueguard.engine.apply.report import SetUpgradeReport, Step
+from queueguard.engine.apply.report import Step, UpgradeReport
 from queueguard.engine.apply.session import Limits, runner_session
 from queueguard.errors import HalfApplied, LockTimeout, MigrationError, UsageError
 from queueguard.pg.connect import connection
@@ -64,7 +64,7 @@ def upgrade(
     *,
     part: Sequence[Revision] | None = None,
     post_migrate: bool = True,
-) -> SetUpgradeReport:
+) -> UpgradeReport:
     """`part`: only these migrations, and migrate run even when they are all applied (its
     pre/post_migrate signals); `post_migrate` False: the signal is left for a later run
     (`upgrade --online`'s runs between migrations it applies as SQL: one plain `migrate`
@@ -79,7 +79,7 @@ def upgrade(
     graph = django_format.graph_of(mset)
     with runner_session(dsn, limits), graph.borrow(dsn, settings=settings) as runner:
         before = state_of(runner.ask("applied")["applied"])
-        report = SetUpgradeReport(mset.format, target, before)
+        report = UpgradeReport(mset.format, target, before)
         report.after = before
         pending = mset.pending(before, target) if target is not None else []
         if part is not None:
@@ -145,7 +145,7 @@ def _run(
     targets: list[str],
     limits: Limits,
     settings: dict[str, str],
-    report: SetUpgradeReport,
+    report: UpgradeReport,
     on_step: Callable[[Step], None] | None,
     post_migrate: bool = True,
 ) -> None:
@@ -186,7 +186,7 @@ def _migrate(
     runner: Runner,
     targets: list[str],
     limits: Limits,
-    report: SetUpgradeReport,
+    report: UpgradeReport,
     on_step: Callable[[Step], None] | None,
     settings: dict[str, str],
     post_migrate: bool = True,
@@ -247,7 +247,7 @@ def _migrate(
 
 
 def _failure(
-    event: dict[str, Any], report: SetUpgradeReport, atomic: dict[str, bool]
+    event: dict[str, Any], report: UpgradeReport, atomic: dict[str, bool]
 ) -> MigrationError:
     migration = event.get("migration")
     if migration is None:
