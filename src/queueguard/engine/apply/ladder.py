@@ -26,13 +26,15 @@ RETRY_SLEEP_S = (0.1, 0.5)
 T = TypeVar("T")
 
 
-def schedule(lock_timeout_ms: int, retries: int) -> list[int]:
-    """The lock_timeouts of the retries after the first attempt (pure)."""
-    found, timeout = [], float(lock_timeout_ms)
+def schedule(lock_timeout_ms: int, retries: int) -> dict[str, object]:
+    """The ladder for a runner in another process (Django's, in the project's interpreter):
+    the lock_timeouts of the retries after the first attempt, and the pause before each
+    (its mean; pure)."""
+    timeouts, timeout = [], float(lock_timeout_ms)
     for _ in range(retries):
         timeout *= RETRY_GROWTH
-        found.append(int(timeout))
-    return found
+        timeouts.append(int(timeout))
+    return {"timeouts": timeouts, "pause_s": sum(RETRY_SLEEP_S) / 2}
 
 
 def ladder_s(lock_timeout_ms: int, retries: int) -> float:

@@ -1,7 +1,9 @@
 -- The control database of `queueguard fleet`: the runs, their frozen manifests, each
 -- target's state and its lease. Every runner of a run reads and writes here; times are the
--- control database's clock (now()). A lease's fence is the seed's range_id rule: each claim
--- raises it, and a write that names an older fence changes nothing.
+-- control database's clock (now()). A lease's fence is a fencing token, the rule a task
+-- queue's range_id follows: each claim raises it, and every write names the fence it holds
+-- and changes nothing when a later claim has raised it since (a runner that lost its lease
+-- cannot overwrite its successor's work).
 
 -- name: set_up
 -- Whether the schema is in place as this version makes it (its last object, and the

@@ -23,7 +23,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from queueguard.engine.apply import progress
-from queueguard.engine.apply.ladder import RETRY_SLEEP_S, climb, schedule
+from queueguard.engine.apply.ladder import climb, schedule
 from queueguard.engine.apply.report import Step, UpgradeReport
 from queueguard.engine.apply.session import Limits, runner_session
 from queueguard.errors import HalfApplied, LockTimeout, MigrationError, UsageError
@@ -198,10 +198,7 @@ def _migrate(
         settings=settings,
         post_migrate=post_migrate,
         allow_custom=runner.project.allow_custom,
-        ladder={
-            "timeouts": schedule(limits.lock_timeout_ms, limits.retries),
-            "pause_s": sum(RETRY_SLEEP_S) / 2,
-        },
+        ladder=schedule(limits.lock_timeout_ms, limits.retries),
     )
     index: dict[str, int] = {}
     running: list[Step] = []  # the migration's statements, told when it commits
