@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from queueguard.engine import catalog
+from queueguard.engine.verify.fresh import against_fresh
 from queueguard.errors import QueueguardError
 from queueguard.pg.connect import connection
 from queueguard.pg.scratch import ScratchDatabases, dbname_of
@@ -77,7 +77,7 @@ def _online_path(
     problems += [f"rows: {d}" for d in _online_rows(offline_rows, _whole(db, since, migrations))]
     if _rows(db, _LEDGER) != _rows(offline_db, _LEDGER):
         problems.append("the ledger differs from the offline upgrade's")
-    problems += catalog.diff(fresh_catalog, _catalog(db))
+    problems += against_fresh(_catalog(db), fresh_catalog)[0]
     invariants = _invariants(db, migrations)
     if not invariants.ok:
         problems.append(invariants.detail)
