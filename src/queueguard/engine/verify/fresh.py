@@ -18,11 +18,9 @@ def against_fresh(
     leave_out: Callable[[str], bool] = lambda _table: False,
     reloaded: Reloaded | None = None,
 ) -> tuple[list[str], list[str]]:
-    """The differences from the catalog a chain of upgrades gave to a fresh install's, one
-    line per object (`catalog.differences`, labelled `LABELS`), and the notes (what differs
-    without being a difference); the tables `leave_out` names (default none) are not
-    compared. `reloaded`: the chain's schema through a dump and a reload, so what differs
-    only as PostgreSQL prints it is a note, not a difference (None: every difference counts)."""
+    """The differences from the chain's catalog to a fresh install's (`catalog.differences`,
+    labelled `LABELS`) and the notes, the tables `leave_out` names not compared; `reloaded`:
+    the chain's schema reloaded, so what differs in printing alone is a note, not a difference."""
     chain, fresh = catalog.without(chain, leave_out), catalog.without(fresh, leave_out)
     notes = catalog.notes(chain, fresh, LABELS)
     if reloaded is None:

@@ -18,7 +18,7 @@ from queueguard.queue_schema import audit, contention, golden, legacy, refusals,
 from queueguard.queue_schema.golden import Fixture
 from queueguard.queue_schema.manifest import online_files
 from queueguard.queue_schema.runner import upgrade
-from queueguard.queue_schema.verify.reads import _catalog, _checksums, _clock, _export, _whole
+from queueguard.queue_schema.verify.reads import _checksums, _clock, _export, _whole
 from queueguard.queue_schema.verify.report import Check, json_diff, state_diff
 from queueguard.revisions import SetFacts
 
@@ -41,7 +41,7 @@ def _offline_checks(
     yield Check("golden", same, "" if same else state_diff(fixture.expected_head, actual))
     yield _rows_check(fixture.expected_rows, whole)
 
-    upgraded_catalog = _catalog(db)
+    upgraded_catalog = catalog.introspect(db)
     # the notes (column order) are no difference: the check has always passed over them
     differences, _ = against_fresh(upgraded_catalog, fresh_catalog)
     yield Check("catalog", not differences, "\n".join(differences[:30]))
