@@ -13,7 +13,8 @@ from queueguard.cli import main
 from queueguard.engine.checksums import table_checksums
 from queueguard.pg.connect import connection
 from queueguard.queue_schema.golden import get
-from queueguard.queue_schema.rehearse import _payload_key, check_conservation, rehearse
+from queueguard.queue_schema.rehearse import _payload_key, check_conservation
+from queueguard.queue_schema.rehearse import of_own_set as rehearse
 
 Db = Callable[..., str]
 

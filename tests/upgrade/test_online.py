@@ -27,7 +27,7 @@ from queueguard.queue_schema.legacy.workers import LegacyQueue, V03Worker
 from queueguard.queue_schema.online.equivalence import quiescent_differences, task_multiset
 from queueguard.queue_schema.online.probe_common import wait_gone
 from queueguard.queue_schema.preflight import preflight
-from queueguard.queue_schema.rehearse import rehearse
+from queueguard.queue_schema.rehearse import of_own_set as rehearse
 from queueguard.queue_schema.runner import upgrade
 from queueguard.queue_schema.status import status
 from queueguard.stores.postgres import PostgresStore

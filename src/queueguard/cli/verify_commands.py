@@ -75,7 +75,7 @@ def _verify_set(args: argparse.Namespace, output: str) -> int:
 
 
 def cmd_rehearse(args: argparse.Namespace) -> int:
-    from queueguard.queue_schema.rehearse import rehearse, render_text
+    from queueguard.queue_schema.rehearse import of_own_set, render_text
 
     output = _output(args)
     if _is_other_format(args):
@@ -89,7 +89,7 @@ def cmd_rehearse(args: argparse.Namespace) -> int:
                 raise UsageError(f"--invariants {path}: no such file")
             invariants = parse_invariants(path.read_text(encoding="utf-8"), str(path))
         rehearsed = _migration_set(args)
-        done = set_rehearsal.rehearse(
+        done = set_rehearsal.of_set(
             rehearsed,
             _target(args, fallback=False),
             args.scratch_dsn,
@@ -99,7 +99,7 @@ def cmd_rehearse(args: argparse.Namespace) -> int:
         _emit(output, "rehearse", done.as_json(), lambda: set_rehearsal.render_text(done))
         return 0 if done.ok else 1
 
-    result = rehearse(_target(args, fallback=False), args.scratch_dsn, _migrations(args))
+    result = of_own_set(_target(args, fallback=False), args.scratch_dsn, _migrations(args))
     doc = result.as_json()
     doc.pop("schemaVersion")
     _emit(output, "rehearse", doc, lambda: render_text(result))

@@ -26,7 +26,6 @@ from typing import Any
 from queueguard.engine import catalog
 from queueguard.lint import lint
 from queueguard.mutate.shared import Shared
-from queueguard.pg.connect import connection
 from queueguard.pg.scratch import ScratchDatabases
 from queueguard.queue_schema import golden, verify
 from queueguard.queue_schema.compat import build_matrix, schema_view
@@ -143,8 +142,7 @@ def fast_verify(
     try:
         fresh = scratch.create(shared.template)
         upgrade(fresh, progress=False, migrations=migrations)
-        with connection(fresh) as conn:
-            fresh_catalog = catalog.introspect(conn)
+        fresh_catalog = catalog.introspect(fresh)
         views = list(shared.views)
         for revision in [] if online_only else ids[ids.index(shared.revision) :]:
             if revision == migrations.head.id:

@@ -11,18 +11,15 @@ from __future__ import annotations
 import json
 import time
 from collections import Counter
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
 from typing import Any
-
-import psycopg
 
 from queueguard import revisions
 from queueguard.core.keys import AUTO_VERSION
-from queueguard.engine.rehearse.copy import copy_database
+from queueguard.engine.rehearse import rehearsal
 from queueguard.errors import RolloutInProgress
-from queueguard.pg import scratch
 from queueguard.pg.connect import connection
-from queueguard.pg.scratch import ScratchDatabases
 from queueguard.queue_schema import state
 from queueguard.queue_schema.runner import rollout, upgrade
 from queueguard.report.units import count, duration_ms
@@ -67,7 +64,6 @@ def render_text(result: Rehearsal) -> str:
 def _payload_key(data: Any) -> str:
     """A payload without its directive, as canonical text (for multiset comparison)."""
     import copy
-    import json
 
     doc = copy.deepcopy(data)
     if isinstance(doc, dict) and isinstance(doc.get("task"), dict):
@@ -75,15 +71,12 @@ def _payload_key(data: Any) -> str:
     return json.dumps(doc, sort_keys=True, ensure_ascii=False)
 
 
-def _legacy_payloads(conn: psycopg.Connection[Any]) -> Counter[str]:
-    return Counter(_payload_key(r[0]) for r in conn.execute("SELECT data FROM tasks"))
-
-
-def rehearse(
+def of_own_set(
     source_dsn: str, scratch_admin: str | None = None, migrations: SetFacts | None = None
 ) -> Rehearsal:
     """Upgrade a copy of the database at `source_dsn` (on `scratch_admin`'s server, default the
-    source's) and check the conservation laws; the copy is always dropped."""
+    source's) and check the conservation laws (`engine.rehearse.rehearsal.rehearse`: the copy
+    is always dropped)."""
     started = time.monotonic()
     migrations = migrations or revisions.packaged()
     with connection(source_dsn) as conn, conn.cursor() as cursor:
@@ -91,23 +84,32 @@ def rehearse(
         conn.rollback()
     if in_progress is not None:  # the offline upgrade it rehearses would refuse too
         raise RolloutInProgress(*in_progress, "rehearse")
-    admin = scratch_admin or scratch.database_dsn(source_dsn, "postgres")
-    with ScratchDatabases(admin) as databases:
-        copy_dsn, method = copy_database(source_dsn, databases)
-        with connection(copy_dsn) as conn:
-            revision = schema.inspect(conn).revision
-            payloads_before = _legacy_payloads(conn)
-            # The pure-Python model of the relocating revision (snapshot.relocation) predicts
-            # the state a copy at its predecessor must reach.
-            relocating = [r for r in migrations.revisions if r.relocation_step]
-            modelled = relocating and revision == relocating[0].down_revision
-            before = state.export_database(conn, 3) if modelled else None
-        result = Rehearsal(revision, method)
-        upgrade(copy_dsn, progress=False, force=True, migrations=migrations)
-        with connection(copy_dsn) as conn:
+    method, _, result, elapsed_ms = rehearsal.rehearse(
+        source_dsn,
+        lambda copy: upgrade(copy, progress=False, force=True, migrations=migrations),
+        lambda copy: _conservation(copy, migrations),
+        scratch_admin,
+        started=started,
+    )
+    return replace(result, method=method, elapsed_ms=elapsed_ms)
+
+
+def _conservation(copy: str, migrations: SetFacts) -> Callable[[str], Rehearsal]:
+    """The conservation laws as the rehearsal's check: the copy read before the upgrade, and
+    the function that judges it after."""
+    with connection(copy) as conn:
+        revision = schema.inspect(conn).revision
+        payloads = Counter(_payload_key(r[0]) for r in conn.execute("SELECT data FROM tasks"))
+        # The pure-Python model of the relocating revision (snapshot.relocation) predicts
+        # the state a copy at its predecessor must reach.
+        relocating = [r for r in migrations.revisions if r.relocation_step]
+        modelled = relocating and revision == relocating[0].down_revision
+        before = state.export_database(conn, 3) if modelled else None
+
+    def judged(upgraded: str) -> Rehearsal:
+        with connection(upgraded) as conn:
             after = state.export_database(conn)
-        result.violations += check_conservation(payloads_before, before, after)
-        result.queues = [
+        queues = [
             {
                 "queue": q["physicalQueue"],
                 "range": q["rangeId"],
@@ -117,8 +119,9 @@ def rehearse(
             }
             for q in after["queues"]
         ]
-        result.elapsed_ms = int((time.monotonic() - started) * 1000)
-        return result
+        return Rehearsal(revision, "", check_conservation(payloads, before, after), queues)
+
+    return judged
 
 
 def check_conservation(

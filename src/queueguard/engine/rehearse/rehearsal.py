@@ -1,7 +1,8 @@
-"""`queueguard rehearse --migrations DIR` for a set of another format: the pending revisions
-applied to a full copy of the user's database by the same runner as `upgrade`, each
-statement's real duration and lock hold reported next to `plan`'s estimate for it (the plan
-is made on the source itself, read only, with its own scratch sample).
+"""`queueguard rehearse`: `rehearse`, the one rehearsal (copy, upgrade, drop, timed) of any
+set, and `of_set` for a set of another format: the pending revisions applied to a full copy
+of the user's database by the same runner as `upgrade`, each statement's real duration and
+lock hold reported next to `plan`'s estimate for it (the plan is made on the source itself,
+read only, with its own scratch sample).
 
 The source is never written: the copy is a TEMPLATE clone or a pg_dump restore
 (`rehearse.copy`), dropped at the end. An Alembic revision's statements are
@@ -12,12 +13,13 @@ locking nothing of the user's (SQLAlchemy's and Alembic's introspection).
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from queueguard.engine.apply import runner
-from queueguard.engine.apply.report import Step
+from queueguard.engine.apply.report import SetUpgradeReport, Step
 from queueguard.engine.apply.session import Limits
 from queueguard.engine.plan import bill
 from queueguard.engine.plan.planner import plan
@@ -35,6 +37,9 @@ from queueguard.report.units import size_bytes
 from queueguard.sets import MigrationSet, temporal
 
 WAL_BASIS = "the server's insert position around the run: every session's, an upper bound"
+
+U = TypeVar("U")  # what a set's upgrade returns
+C = TypeVar("C")  # what its check returns
 
 
 @dataclass
@@ -117,15 +122,36 @@ class SetRehearsal:
         }
 
 
-def _estimates(lines: list[bill.Line]) -> dict[tuple[str, str], list[bill.Line]]:
-    """Plan's lines by (revision, statement text), in order (a text may repeat)."""
-    found: dict[tuple[str, str], list[bill.Line]] = {}
-    for line in lines:
-        found.setdefault((line.revision, line.seen.sql), []).append(line)
-    return found
-
-
 def rehearse(
+    source_dsn: str,
+    upgrade: Callable[[str], U],
+    check: Callable[[str], Callable[[str], C]],
+    scratch_admin: str | None = None,
+    *,
+    away: AbstractContextManager[object] | None = None,
+    started: float | None = None,
+) -> tuple[str, U, C, int]:
+    """The one rehearsal: the source copied (`copy_database`, on `scratch_admin`'s server,
+    default the source's; the source is never written), the upgrade run on the copy, the copy
+    dropped whatever happens, all of it timed. What a set brings, each given the copy's DSN:
+    `upgrade(copy)` runs its upgrade; `check(copy)` reads the copy before it and returns the
+    function that judges the copy after it (a set's --invariants, the own set's conservation
+    laws). `away`: held while the source is copied (the caller's session off it, so TEMPLATE
+    may clone it); `started`: the `time.monotonic()` counted from, default now. Returns how
+    the source was copied ("template" or "dump"), what `upgrade` returned, the judge's
+    verdict and the milliseconds it all took."""
+    started = time.monotonic() if started is None else started
+    admin = scratch_admin or scratch.database_dsn(source_dsn, "postgres")
+    with ScratchDatabases(admin, prefix="qgrehearse") as databases:
+        with away or nullcontext():
+            copy, method = copy_database(source_dsn, databases)
+        judge = check(copy)
+        upgraded = upgrade(copy)
+        checked = judge(copy)
+    return method, upgraded, checked, int((time.monotonic() - started) * 1000)
+
+
+def of_set(
     mset: MigrationSet,
     source_dsn: str,
     scratch_admin: str | None = None,
@@ -134,27 +160,46 @@ def rehearse(
     limits: Limits | None = None,
     invariants: dict[str, str] | None = None,
 ) -> SetRehearsal:
+    """`rehearse` for a set of any format: its runner on the copy, each statement timed and
+    set next to plan's estimate (plan reads the source first, with its own scratch sample),
+    what the run wrote, the --invariants held."""
     started = time.monotonic()
     admin = scratch_admin or scratch.database_dsn(source_dsn, "postgres")
     bill_ = plan(mset, source_dsn, to=to, scratch_admin=admin)
-    estimates = _estimates([line for _, lines in bill_.revisions for line in lines])
     steps: list[Step] = []
-    with ScratchDatabases(admin, prefix="qgrehearse") as databases:
-        with _away(mset):
-            copy, method = copy_database(source_dsn, databases)
-        if mset.format == "temporal":
-            _rekey_temporal(copy, scratch.dbname_of(source_dsn))
-        before = invariant_rows(copy, invariants) if invariants else {}
+    source_db = scratch.dbname_of(source_dsn)
+
+    def upgrade(copy: str) -> tuple[SetUpgradeReport, Written]:
+        if mset.format == "temporal":  # its version row is keyed on the database's name
+            with connection(copy) as conn:
+                temporal.take_over_version(conn, source_db)
+                conn.commit()
         with written.measured(copy) as wrote:
             report = runner.upgrade(mset, copy, to=to, limits=limits, on_step=steps.append)
-        after = invariant_rows(copy, invariants) if invariants else {}
-    result = SetRehearsal(mset.format, method, report.before, report.after)
-    result.written = wrote
+        return report, wrote
+
+    subject = f"the copy of {source_db}"
+
+    def rows(copy: str) -> dict[str, Any]:
+        return invariant_rows(copy, invariants) if invariants else {}
+
+    def held(copy: str) -> Callable[[str], list[Check]]:
+        before = rows(copy)
+        return lambda copy: [
+            invariant_check(n, subject, before[n], after) for n, after in rows(copy).items()
+        ]
+
+    method, (report, wrote), checks, elapsed_ms = rehearse(
+        source_dsn, upgrade, held, admin, away=_away(mset), started=started
+    )
     doc = bill_.document()
+    result = SetRehearsal(mset.format, method, report.before, report.after, checks=checks)
+    result.written, result.latest_applied = wrote, report.latest_applied
     result.predicted = (int(doc["walBytes"]), int(doc["extraDiskBytes"]))
-    result.latest_applied = report.latest_applied
-    subject = f"the copy of {scratch.dbname_of(source_dsn)}"
-    result.checks = [invariant_check(n, subject, before[n], after[n]) for n in before]
+    estimates: dict[tuple[str, str], list[bill.Line]] = {}  # by text, in order: it may repeat
+    for _, lines in bill_.revisions:
+        for said in lines:
+            estimates.setdefault((said.revision, said.seen.sql), []).append(said)
     for step in sorted(steps, key=lambda s: (mset.ids.index(s.revision), s.index)):
         planned = estimates.get((step.revision, step.sql), [])
         line = planned.pop(0) if planned else None
@@ -175,7 +220,7 @@ def rehearse(
                 extra_disk_bytes=line.extra_disk_bytes if line else None,
             )
         )
-    result.elapsed_ms = int((time.monotonic() - started) * 1000)
+    result.elapsed_ms = elapsed_ms
     return result
 
 
@@ -187,14 +232,6 @@ def _away(mset: MigrationSet) -> AbstractContextManager[object]:
     from queueguard.sets import django
 
     return django.graph_of(mset).borrow(None)
-
-
-def _rekey_temporal(copy: str, source_db: str) -> None:
-    """Temporal keys its version row on the database's name: the copy takes over the
-    source's."""
-    with connection(copy) as conn:
-        temporal.take_over_version(conn, source_db)
-        conn.commit()
 
 
 def render_text(result: SetRehearsal) -> str:

@@ -35,6 +35,7 @@ from queueguard.engine.dumps import without_restrict
 from queueguard.engine.plan import apply
 from queueguard.engine.verify import data
 from queueguard.engine.verify.chain import Progress, load_base, run_chain
+from queueguard.engine.verify.fresh import Reloaded, against_fresh
 from queueguard.engine.verify.report import (
     Check,
     FixtureFile,
@@ -45,14 +46,11 @@ from queueguard.engine.verify.report import (
     rows_problems,
 )
 from queueguard.errors import QueueguardError, UsageError
-from queueguard.pg import tools
 from queueguard.pg.connect import connection
 from queueguard.pg.scratch import ScratchDatabases, database_dsn
 from queueguard.sets import MigrationSet
 from queueguard.sets.model import heads_of
 from queueguard.sets.split import split
-
-LABELS = ("upgraded", "fresh")
 
 
 def verify(
@@ -89,14 +87,14 @@ def verify(
         try:
             chain, watched = scratch.create(), scratch.create()
             reference: catalog.Catalog | None = None
-            reloaded: _Reloaded | None = None
+            reloaded: Reloaded | None = None
             if load_base(base, (chain, watched), report) and run_chain(
                 mset, chain, watched, report, limits, tell, based=base is not None
             ):
                 report.checks.append(_rerun(mset, chain, limits))
                 report.checks.append(_bookkeeping(mset, chain, head))
                 reference = catalog.without(catalog.introspect(chain), leave_out)
-                reloaded = _Reloaded(scratch, chain, leave_out)
+                reloaded = Reloaded(scratch, chain, leave_out)
                 if fresh is not None and fresh_text is not None:
                     tell(f"fresh install from {fresh.name}")
                     made = scratch.create()
@@ -196,57 +194,13 @@ def _reads(mset: MigrationSet, at: str | None) -> str:
 # --- the fresh install -----------------------------------------------------------------------
 
 
-class _Reloaded:
-    """The chain's catalog once its schema went through `pg_dump --schema-only` and a reload
-    into a database of its own, made the first time a comparison finds differences: what
-    differs only as PostgreSQL prints it is not a difference (`catalog.printing_only`)."""
-
-    def __init__(
-        self, scratch: ScratchDatabases, chain: str, leave_out: Callable[[str], bool]
-    ) -> None:
-        self.scratch, self.chain, self.leave_out = scratch, chain, leave_out
-        self._found: catalog.Catalog | None = None
-
-    def __call__(self) -> catalog.Catalog | None:
-        if self._found is None:
-            schema_only = ["--schema-only", "--no-owner", "--no-privileges"]
-            dumped = tools.run("pg_dump", self.chain, schema_only)
-            if dumped.returncode != 0:
-                return None
-            copy = self.scratch.create()
-            loaded = tools.run("psql", copy, ["-v", "ON_ERROR_STOP=1", "-q"], stdin=dumped.stdout)
-            if loaded.returncode != 0:
-                return None
-            self._found = catalog.without(catalog.introspect(copy), self.leave_out)
-        return self._found
-
-    def compare(
-        self, a: catalog.Catalog, b: catalog.Catalog, labels: tuple[str, str], notes: list[str]
-    ) -> list[str]:
-        """`catalog.differences(a, b)` without what differs in printing alone (said in
-        `notes`)."""
-        problems = catalog.differences(a, b, labels)
-        again = self() if problems else None
-        if again is None:
-            return problems
-        printed = catalog.printing_only(a, b, again)
-        if printed:
-            notes.append(
-                f"{len(printed)} object(s) differ only as PostgreSQL prints them: the same once "
-                f"the {labels[0]} schema goes through pg_dump and a reload ("
-                + ", ".join(sorted(key for _, key in printed)[:5])
-                + ")"
-            )
-        return catalog.differences(a, b, labels, ignore=printed)
-
-
 def _fresh(
     path: Path,
     text: str,
     dsn: str,
     upgraded: catalog.Catalog,
     leave_out: Callable[[str], bool],
-    reloaded: _Reloaded,
+    reloaded: Reloaded,
 ) -> Check:
     try:
         # pg_dump's `\restrict KEY` lines (PostgreSQL 17.6, 18 and later) are psql's alone
@@ -264,9 +218,7 @@ def _fresh(
                     f"{path.name} failed at statement {n}",
                     problems=[f"{apply.first_line(exc)}: {' '.join(statement.split())[:200]}"],
                 )
-    installed = catalog.without(catalog.introspect(dsn), leave_out)
-    notes = catalog.notes(upgraded, installed, LABELS)
-    problems = reloaded.compare(upgraded, installed, LABELS, notes)
+    problems, notes = against_fresh(upgraded, catalog.introspect(dsn), leave_out, reloaded)
     if problems:
         detail = f"{len(problems)} difference(s) between the upgraded and the fresh catalog"
         return Check("fresh", False, detail, problems=problems, notes=notes)
@@ -281,7 +233,7 @@ def _fixture(
     mset: MigrationSet,
     fixture: FixtureFile,
     scratch: ScratchDatabases,
-    against: tuple[catalog.Catalog | None, _Reloaded | None],
+    against: tuple[catalog.Catalog | None, Reloaded | None],
     compared_with: str | None,
     queries: dict[str, str],
     limits: Limits | None,

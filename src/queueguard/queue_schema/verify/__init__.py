@@ -34,7 +34,7 @@ from queueguard.queue_schema.preflight import preflight as run_preflight
 from queueguard.queue_schema.runner import upgrade
 from queueguard.queue_schema.verify.offline import _offline_checks
 from queueguard.queue_schema.verify.online import _online
-from queueguard.queue_schema.verify.reads import _catalog, _clock, _export, _whole
+from queueguard.queue_schema.verify.reads import _clock, _export, _whole
 from queueguard.queue_schema.verify.report import (
     Check,
     FixtureResult,
@@ -179,7 +179,7 @@ def verify(
     with ScratchDatabases(admin_dsn) as scratch:
         fresh = scratch.create()
         upgrade(fresh, progress=False, migrations=migrations)
-        fresh_catalog = _catalog(fresh)
+        fresh_catalog = catalog.introspect(fresh)
         frozen = golden.head_catalog(fixtures_root)
         results = []
         for n, fixture in enumerate(fixtures, start=1):

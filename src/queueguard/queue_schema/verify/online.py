@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from queueguard.engine import catalog
+from queueguard.engine.verify.fresh import against_fresh
 from queueguard.errors import QueueguardError
 from queueguard.pg.connect import connection
 from queueguard.pg.scratch import ScratchDatabases, dbname_of
@@ -18,7 +19,7 @@ from queueguard.queue_schema.online import edges, equivalence
 from queueguard.queue_schema.online.probe import NAMESPACE, Fleet, probe
 from queueguard.queue_schema.runner import upgrade
 from queueguard.queue_schema.verify.offline import _invariants
-from queueguard.queue_schema.verify.reads import _catalog, _clock, _export, _rows, _whole
+from queueguard.queue_schema.verify.reads import _clock, _export, _rows, _whole
 from queueguard.queue_schema.verify.report import Check
 from queueguard.revisions import SetFacts
 
@@ -77,7 +78,7 @@ def _online_path(
     problems += [f"rows: {d}" for d in _online_rows(offline_rows, _whole(db, since, migrations))]
     if _rows(db, _LEDGER) != _rows(offline_db, _LEDGER):
         problems.append("the ledger differs from the offline upgrade's")
-    problems += catalog.diff(fresh_catalog, _catalog(db))
+    problems += against_fresh(catalog.introspect(db), fresh_catalog)[0]
     invariants = _invariants(db, migrations)
     if not invariants.ok:
         problems.append(invariants.detail)

@@ -1,12 +1,11 @@
 """What verify reads from a scratch database, one connection each: its state document, its
-clock, its whole rows since then, per-table checksums, its catalog, the rows of a query."""
+clock, its whole rows since then, per-table checksums, the rows of a query."""
 
 from __future__ import annotations
 
 from datetime import datetime
 from typing import Any
 
-from queueguard.engine import catalog
 from queueguard.engine.checksums import table_checksums
 from queueguard.pg.connect import connection
 from queueguard.queue_schema import rows, state
@@ -31,11 +30,6 @@ def _whole(dsn: str, since: datetime, migrations: SetFacts) -> rows.Doc:
 def _checksums(dsn: str) -> dict[str, str]:
     with connection(dsn) as conn:
         return table_checksums(conn)
-
-
-def _catalog(dsn: str) -> Any:
-    with connection(dsn) as conn:
-        return catalog.introspect(conn)
 
 
 def _rows(dsn: str, sql: str) -> list[tuple[Any, ...]]:
