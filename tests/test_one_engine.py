@@ -137,3 +137,32 @@ def test_nothing_of_the_engine_or_a_set_is_called_foreign() -> None:
         if re.search(r"foreign[- ]sets?\b|[./]foreign\b", line, re.I)
     ]
     assert texts == []
+
+
+def test_one_rehearse() -> None:
+    """The rehearsal (a copy of the target, the upgrade on it, the copy dropped) is one
+    function; the own set's and the other formats' rehearsals are its users."""
+    found = [
+        path
+        for path, tree in _sources().items()
+        for node in ast.walk(tree)
+        if isinstance(node, ast.FunctionDef) and node.name == "rehearse"
+    ]
+    assert found == ["engine/rehearse/rehearsal.py"]
+
+
+def test_one_comparison_of_a_chain_with_a_fresh_install() -> None:
+    """Every comparison of catalogs that involves a fresh install goes through
+    `engine.verify.fresh.against_fresh`."""
+    comparing = {
+        f"{path}:{fn.name}"
+        for path, tree in _sources().items()
+        for fn in ast.walk(tree)
+        if isinstance(fn, ast.FunctionDef)
+        for call in ast.walk(fn)
+        if isinstance(call, ast.Call)
+        and isinstance(call.func, ast.Attribute)
+        and call.func.attr in {"diff", "differences"}
+        and any("fresh" in name for arg in call.args for name in _names(arg))
+    }
+    assert comparing == {"engine/verify/fresh.py:against_fresh"}

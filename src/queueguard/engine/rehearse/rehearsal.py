@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from queueguard.engine.apply import runner
-from queueguard.engine.apply.report import SetUpgradeReport, Step
+from queueguard.engine.apply.report import Step, UpgradeReport
 from queueguard.engine.apply.session import Limits
 from queueguard.engine.plan import bill
 from queueguard.engine.plan.planner import plan
@@ -169,7 +169,7 @@ def of_set(
     steps: list[Step] = []
     source_db = scratch.dbname_of(source_dsn)
 
-    def upgrade(copy: str) -> tuple[SetUpgradeReport, Written]:
+    def upgrade(copy: str) -> tuple[UpgradeReport, Written]:
         if mset.format == "temporal":  # its version row is keyed on the database's name
             with connection(copy) as conn:
                 temporal.take_over_version(conn, source_db)
