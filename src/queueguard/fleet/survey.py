@@ -54,9 +54,9 @@ def revisions(mset: MigrationSet, targets: list[Target]) -> Iterator[tuple[Targe
             yield from group
 
 
-def caps(format: str, targets: list[Target]) -> dict[str, int]:
+def caps(set_format: str, targets: list[Target]) -> dict[str, int]:
     """Per server: the connections it has left now, in targets of this set's format."""
-    per_target = CONNECTIONS.get(format, 2)
+    per_target = CONNECTIONS.get(set_format, 2)
     caps: dict[str, int] = {}
     seen: set[str] = set()
     for t in targets:
