@@ -313,12 +313,13 @@ def per_file(dsn: str) -> list[tuple[str, float]]:
     """Each applicable audit file timed alone, in preflight's transaction and settings."""
     from queueguard.queue_schema import audit
     from queueguard.queue_schema import preflight as module
+    from queueguard.queue_schema.preflight_guard import Limits
 
     timings = []
     with psycopg.connect(dsn, autocommit=True) as conn, conn.cursor() as cur:
         for query in audit.for_revision("003", include_advisory=True):
             cur.execute(module.BEGIN)
-            module._set_local(cur, "004", module.Limits())
+            module._set_local(cur, "004", Limits())
             started = time.monotonic()
             audit.run(cur, query)
             timings.append((query.name, time.monotonic() - started))

@@ -1,9 +1,9 @@
 """A database's schema as a normalised, comparable value, and a readable diff of two of them.
 
 Used to prove that a fresh install and an upgraded database hold the same schema, and that
-each released revision reproduces docs/schema-history.md. Everything is read
-from the system catalogs of one schema (`public` by default), read-only, and normalised so
-that only what a user could observe counts:
+each released revision reproduces docs/schema-history.md. Everything is read from the system
+catalogs of one schema (`public` by default; the queries: sql/catalog.sql), read-only, and
+normalised so that only what a user could observe counts:
 
 - tables (kind, persistence) and their columns: type including a non-default collation,
   nullability, default expression, identity/generated kind; column order is ignored;
@@ -38,8 +38,12 @@ from psycopg import sql
 from psycopg.rows import TupleRow
 
 from queueguard.pg.connect import connection
+from queueguard.pg.sqlfiles import queries
 
 Conn = psycopg.Connection[TupleRow]
+
+#: one query per section of the catalog, each for the schema %(schema)s
+Q = queries("queueguard.engine", "catalog.sql")
 
 _INDEX_NAME = re.compile(r'^(CREATE (?:UNIQUE )?INDEX )(?:"(?:[^"]|"")*"|\S+) (ON )')
 _TRIGGER_NAME = re.compile(r'^(CREATE (?:CONSTRAINT )?TRIGGER )(?:"(?:[^"]|"")*"|\S+) ')
@@ -98,108 +102,9 @@ def introspect(target: str | Conn, schema: str = "public") -> Catalog:
     return _introspect(target, schema)
 
 
-def _rows(conn: Conn, query: str, schema: str) -> list[tuple[Any, ...]]:
-    return list(conn.execute(query, {"schema": schema}).fetchall())
+def _rows(conn: Conn, section: str, schema: str) -> list[tuple[Any, ...]]:
+    return list(conn.execute(Q[section], {"schema": schema}).fetchall())
 
-
-_TABLES = """
-SELECT c.relname, c.relkind, c.relpersistence
-FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
-WHERE n.nspname = %(schema)s AND c.relkind IN ('r', 'p', 'f', 'm')
-"""
-
-_COLUMNS = """
-SELECT c.relname, a.attname,
-       format_type(a.atttypid, a.atttypmod)
-       || CASE WHEN a.attcollation <> 0 AND a.attcollation <> t.typcollation
-               THEN ' COLLATE ' || quote_ident(co.collname) ELSE '' END,
-       NOT a.attnotnull, pg_get_expr(d.adbin, d.adrelid), a.attidentity, a.attgenerated
-FROM pg_attribute a
-JOIN pg_class c ON c.oid = a.attrelid
-JOIN pg_namespace n ON n.oid = c.relnamespace
-JOIN pg_type t ON t.oid = a.atttypid
-LEFT JOIN pg_collation co ON co.oid = a.attcollation
-LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum
-WHERE n.nspname = %(schema)s AND c.relkind IN ('r', 'p', 'f', 'm', 'v')
-  AND a.attnum > 0 AND NOT a.attisdropped
-ORDER BY c.relname, a.attnum
-"""
-
-# PostgreSQL 18 records NOT NULL as constraints (contype 'n'); older majors do not. Column
-# nullability already carries that fact, so they are skipped and catalogs compare across majors.
-_CONSTRAINTS = """
-SELECT c.relname, pg_get_constraintdef(k.oid, true)
-FROM pg_constraint k
-JOIN pg_class c ON c.oid = k.conrelid
-JOIN pg_namespace n ON n.oid = c.relnamespace
-WHERE n.nspname = %(schema)s AND k.contype <> 'n'
-"""
-
-_INDEXES = """
-SELECT c.relname, pg_get_indexdef(i.indexrelid)
-FROM pg_index i
-JOIN pg_class c ON c.oid = i.indrelid
-JOIN pg_namespace n ON n.oid = c.relnamespace
-WHERE n.nspname = %(schema)s
-"""
-
-_TRIGGERS = """
-SELECT c.relname, pg_get_triggerdef(t.oid, true)
-FROM pg_trigger t
-JOIN pg_class c ON c.oid = t.tgrelid
-JOIN pg_namespace n ON n.oid = c.relnamespace
-WHERE n.nspname = %(schema)s AND NOT t.tgisinternal
-"""
-
-_FUNCTIONS = """
-SELECT p.proname || '(' || pg_get_function_identity_arguments(p.oid) || ')',
-       pg_get_functiondef(p.oid)
-FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
-WHERE n.nspname = %(schema)s AND p.prokind IN ('f', 'p')
-  AND NOT EXISTS (SELECT 1 FROM pg_depend d
-                  WHERE d.classid = 'pg_proc'::regclass AND d.objid = p.oid
-                    AND d.deptype = 'e')
-"""
-
-_SEQUENCES = """
-SELECT s.relname,
-       (SELECT t.relname || '.' || a.attname
-        FROM pg_depend d
-        JOIN pg_class t ON t.oid = d.refobjid
-        JOIN pg_attribute a ON a.attrelid = d.refobjid AND a.attnum = d.refobjsubid
-        WHERE d.classid = 'pg_class'::regclass AND d.objid = s.oid
-          AND d.refclassid = 'pg_class'::regclass AND d.deptype IN ('a', 'i')
-        LIMIT 1),
-       format_type(q.seqtypid, NULL), q.seqstart, q.seqincrement, q.seqmin, q.seqmax,
-       q.seqcache, q.seqcycle
-FROM pg_class s
-JOIN pg_namespace n ON n.oid = s.relnamespace
-JOIN pg_sequence q ON q.seqrelid = s.oid
-WHERE n.nspname = %(schema)s AND s.relkind = 'S'
-"""
-
-_VIEWS = """
-SELECT c.relname, c.relkind::text || ': ' || pg_get_viewdef(c.oid, true)
-FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
-WHERE n.nspname = %(schema)s AND c.relkind IN ('v', 'm')
-"""
-
-_TYPES = """
-SELECT t.typname,
-       CASE t.typtype
-         WHEN 'e' THEN 'enum (' || (SELECT string_agg(quote_literal(e.enumlabel), ', '
-                                                      ORDER BY e.enumsortorder)
-                                    FROM pg_enum e WHERE e.enumtypid = t.oid) || ')'
-         ELSE 'domain ' || format_type(t.typbasetype, t.typtypmod)
-              || CASE WHEN t.typnotnull THEN ' NOT NULL' ELSE '' END
-              || coalesce(' DEFAULT ' || t.typdefault, '')
-              || coalesce((SELECT ' ' || string_agg(pg_get_constraintdef(k.oid, true), ' '
-                                                    ORDER BY pg_get_constraintdef(k.oid, true))
-                           FROM pg_constraint k WHERE k.contypid = t.oid), '')
-       END
-FROM pg_type t JOIN pg_namespace n ON n.oid = t.typnamespace
-WHERE n.nspname = %(schema)s AND t.typtype IN ('e', 'd')
-"""
 
 _KINDS = {"r": "table", "p": "partitioned table", "f": "foreign table", "m": "materialized view"}
 _PERSISTENCE = {"p": "", "u": "unlogged ", "t": "temporary "}
@@ -224,32 +129,34 @@ def _grouped(rows: list[tuple[Any, ...]]) -> dict[str, frozenset[str]]:
 def _introspect(conn: Conn, schema: str) -> Catalog:
     tables = {
         name: _PERSISTENCE.get(persistence, "") + _KINDS.get(kind, kind)
-        for name, kind, persistence in _rows(conn, _TABLES, schema)
+        for name, kind, persistence in _rows(conn, "tables", schema)
     }
     columns: dict[str, dict[str, Column]] = {}
     order: dict[str, list[str]] = {}
-    for table, name, type_, nullable, default, identity, generated in _rows(conn, _COLUMNS, schema):
+    for table, name, type_, nullable, default, identity, generated in _rows(
+        conn, "columns", schema
+    ):
         order.setdefault(table, []).append(name)
         columns.setdefault(table, {})[name] = Column(
             type_, bool(nullable), _default(default), identity or "", generated or ""
         )
-    constraints = _grouped(_rows(conn, _CONSTRAINTS, schema))
+    constraints = _grouped(_rows(conn, "constraints", schema))
     indexes = _grouped(
-        [(t, _INDEX_NAME.sub(r"\1\2", d, count=1)) for t, d in _rows(conn, _INDEXES, schema)]
+        [(t, _INDEX_NAME.sub(r"\1\2", d, count=1)) for t, d in _rows(conn, "indexes", schema)]
     )
     triggers = _grouped(
-        [(t, _TRIGGER_NAME.sub(r"\1", d, count=1)) for t, d in _rows(conn, _TRIGGERS, schema)]
+        [(t, _TRIGGER_NAME.sub(r"\1", d, count=1)) for t, d in _rows(conn, "triggers", schema)]
     )
-    functions = {sig: body for sig, body in _rows(conn, _FUNCTIONS, schema)}
+    functions = {sig: body for sig, body in _rows(conn, "functions", schema)}
     sequences = {}
-    for name, owner, *params in _rows(conn, _SEQUENCES, schema):
+    for name, owner, *params in _rows(conn, "sequences", schema):
         type_, start, increment, minimum, maximum, cache, cycle = params
         sequences[f"owned by {owner}" if owner else name] = (
             f"{type_} START {start} INCREMENT {increment} MINVALUE {minimum} "
             f"MAXVALUE {maximum} CACHE {cache}{' CYCLE' if cycle else ''}"
         )
-    views = {name: definition for name, definition in _rows(conn, _VIEWS, schema)}
-    types = {name: definition for name, definition in _rows(conn, _TYPES, schema)}
+    views = {name: definition for name, definition in _rows(conn, "views", schema)}
+    types = {name: definition for name, definition in _rows(conn, "types", schema)}
     return Catalog(
         tables,
         columns,

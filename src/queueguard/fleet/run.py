@@ -18,25 +18,18 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
 from queueguard.engine.apply.session import Limits
-from queueguard.errors import ConnectionFailed, RunnerBusy
-from queueguard.fleet import apply
+from queueguard.errors import RunnerBusy
+from queueguard.fleet import apply, survey
 from queueguard.fleet.alembic_worker import Worker
 from queueguard.fleet.control import Claim, Control, StaleFence
 from queueguard.fleet.events import Events
 from queueguard.fleet.online import Online
 from queueguard.fleet.targets import Target, Wave
-from queueguard.pg.connect import connect
-from queueguard.pg.sqlfiles import queries
 from queueguard.sets import MigrationSet
-
-Q = queries("queueguard.fleet", "fleet.sql")
-#: connections a target's upgrade opens, by format (the per-server cap counts by them)
-CONNECTIONS = {"sqldir": 1, "temporal": 1, "alembic": 2, "queueguard": 2, "django": 2}
 
 
 @dataclass
@@ -76,7 +69,10 @@ class Runner:
     def go(self) -> None:
         manifest = self.control.manifest(self.run)
         self.wave_of = {name: wave for name, wave, _ in manifest}
-        self.caps = self._caps([n for n, w, s in manifest if w is not None])
+        self.caps = survey.caps(
+            self.mset.format,
+            [self.targets[n] for n, w, _ in manifest if w is not None and n in self.targets],
+        )
         self.prefilter([n for n, w, s in manifest if s == "pending"])
         if self.options.online is not None:
             waiting = [self.targets[n] for n, _, s in self.control.manifest(self.run)
@@ -145,42 +141,15 @@ class Runner:
         read on one connection, every schema of it on that connection); targets past it are
         skipped. A target that cannot be read is left to its claim, which records why."""
         target = self.mset.resolve(self.options.to)
-        by_database: dict[str, list[Target]] = {}  # by DSN: each with its own credentials
-        for name in names:
-            t = self.targets.get(name)
-            if t is not None:
-                by_database.setdefault(t.dsn, []).append(t)
-
-        def read(group: list[Target]) -> list[tuple[Target, str | None]]:
-            try:
-                conn = connect(group[0].dsn, application_name="queueguard-fleet")
-            except ConnectionFailed:
-                return []
-            found = []
-            with conn:
-                for t in group:
-                    try:
-                        if t.schema is not None:
-                            conn.execute("SELECT set_config('search_path', %s, false)",
-                                         (apply.quoted(t.schema),))  # fmt: skip
-                        else:
-                            conn.execute("RESET search_path")
-                        conn.commit()
-                        found.append((t, apply.current(self.mset, t, conn)))
-                    except Exception:  # its claim records what is wrong
-                        conn.rollback()
-            return found
-
         at_target = []
-        with ThreadPoolExecutor(8) as pool:
-            for group in pool.map(read, by_database.values()):
-                for t, at in group:
-                    if self.mset.at_head(at, self.options.to):
-                        at_target.append(t.name)
-                    elif at is not None and self._past(at, target):
-                        why = f"at {at}, past the target revision {target}"
-                        if self.control.skipped_unclaimed(self.run, t.name, at, why):
-                            self._event(t.name, "skipped", None, at, why)
+        known = [self.targets[n] for n in names if n in self.targets]
+        for t, at in survey.revisions(self.mset, known):
+            if self.mset.at_head(at, self.options.to):
+                at_target.append(t.name)
+            elif at is not None and self._past(at, target):
+                why = f"at {at}, past the target revision {target}"
+                if self.control.skipped_unclaimed(self.run, t.name, at, why):
+                    self._event(t.name, "skipped", None, at, why)
         for name in self.control.done_unclaimed(self.run, at_target, target):
             self._event(name, "done", None, target, None)
 
@@ -192,24 +161,6 @@ class Runner:
         if target is None or at not in ids or target not in ids or self.mset.steps is not None:
             return False
         return ids.index(at) > ids.index(target)
-
-    def _caps(self, names: list[str]) -> dict[str, int]:
-        """Per server: the connections it has left now, in targets of this set's format."""
-        per_target = CONNECTIONS.get(self.mset.format, 2)
-        caps: dict[str, int] = {}
-        seen: set[str] = set()
-        for name in names:
-            t = self.targets.get(name)
-            if t is None or t.server in seen:
-                continue
-            seen.add(t.server)
-            try:
-                with connect(t.dsn, application_name="queueguard-fleet") as conn:
-                    row = conn.execute(Q["headroom"]).fetchone()
-                    caps[t.server] = max(1, int(row[0]) // per_target) if row else 1
-            except Exception:  # its targets fail on their claim
-                continue
-        return caps
 
     # --- workers -----------------------------------------------------------------------------
     def _work(self) -> None:

@@ -21,9 +21,8 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any
 
 import psycopg
 from psycopg import sql
@@ -37,44 +36,20 @@ from queueguard.pg.dsn import redact
 from queueguard.pg.sqlfiles import queries
 from queueguard.queue_schema import audit
 from queueguard.queue_schema.audit import Finding
+from queueguard.queue_schema.preflight_guard import MAX_SAMPLES, Limits, check, guarded
 from queueguard.revisions import VERSION_TABLE, SetFacts
 from queueguard.stores import schema
 from queueguard.style import SEVERITY, paint
 
 APPLICATION_NAME = "queueguard-preflight"
 FAIL_ON = ("blocking", "warning")
-MAX_SAMPLES = 1000
-#: PostgreSQL's timeouts are int milliseconds; the idle timeout is lock + statement timeout.
-MAX_TIMEOUT_MS = 2**31 - 1
 BEGIN = "BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY"
-_SAVEPOINT = "queueguard_check"
 _RANK = {"blocking": 0, "warning": 1, "info": 2}
 #: Kinds of check that rely on the schema contract (skipped when it does not hold).
 _NEEDS_CONTRACT = ("data", "estimate")
 
 Q = queries("queueguard.queue_schema", "preflight.sql")
 Cursor = psycopg.Cursor[TupleRow]
-T = TypeVar("T")
-
-
-@dataclass(frozen=True)
-class Limits:
-    """The bounds every statement of one preflight runs under."""
-
-    lock_timeout_ms: int = 5000
-    statement_timeout_ms: int = 60000
-    samples: int = 10
-
-    def validate(self) -> Limits:
-        if self.lock_timeout_ms <= 0 or self.statement_timeout_ms <= 0:
-            raise UsageError("preflight needs positive lock and statement timeouts (0 = none)")
-        if self.lock_timeout_ms + self.statement_timeout_ms > MAX_TIMEOUT_MS:  # idle timeout
-            raise UsageError(
-                f"lock and statement timeouts together may not exceed {MAX_TIMEOUT_MS} ms"
-            )
-        if not 0 <= self.samples <= MAX_SAMPLES:
-            raise UsageError(f"--samples takes 0…{MAX_SAMPLES}, got {self.samples}")
-        return self
 
 
 @dataclass
@@ -194,12 +169,12 @@ def _run(
     cur: Cursor, migrations: SetFacts, target: str, limits: Limits
 ) -> tuple[str | None, list[Finding]]:
     # The catalog first (no table lock), then the version table under the same bounds.
-    tables, failure = _guarded(cur, "pg_catalog", limits, lambda: schema.read_tables(cur))
+    tables, failure = guarded(cur, "pg_catalog", limits, lambda: schema.read_tables(cur))
     if failure is not None or tables is None:
         return None, [failure] if failure is not None else []
     versions: tuple[str, ...] | None = None
     if VERSION_TABLE in tables:
-        versions, failure = _guarded(cur, VERSION_TABLE, limits, lambda: schema.read_versions(cur))
+        versions, failure = guarded(cur, VERSION_TABLE, limits, lambda: schema.read_versions(cur))
         if failure is not None:
             return None, [failure]
     state = schema.SchemaState(tables, versions)
@@ -281,7 +256,7 @@ def _through_pooler(conn: psycopg.Connection[TupleRow], declared: bool) -> list[
 
 def _on_standby(cur: Cursor, limits: Limits) -> list[Finding]:
     """runtime.standby with the replay lag, when the audit runs on a hot standby."""
-    found, failure = _guarded(cur, "pg_catalog", limits, lambda: topology.standby(cur))
+    found, failure = guarded(cur, "pg_catalog", limits, lambda: topology.standby(cur))
     if failure is not None:
         return [failure]
     if found is None:
@@ -299,7 +274,7 @@ def _rollout(cur: Cursor, limits: Limits) -> list[Finding]:
     """rollout.in_progress: an online upgrade holds the database in its protocol window."""
     from queueguard.queue_schema.runner import rollout
 
-    found, failure = _guarded(cur, revisions.ROLLOUT_TABLE, limits, lambda: rollout(cur))
+    found, failure = guarded(cur, revisions.ROLLOUT_TABLE, limits, lambda: rollout(cur))
     if failure is not None:
         return [failure]
     if found is None:
@@ -313,113 +288,6 @@ def _rollout(cur: Cursor, limits: Limits) -> list[Finding]:
 
 def _schema(code: str, severity: str, obj: str | None, samples: list[Any]) -> Finding:
     return Finding(code, severity, obj, len(samples), samples, audit.MESSAGES.get(code, ""))
-
-
-def check(cur: Cursor, query: audit.AuditQuery, limits: Limits) -> list[Finding]:
-    """Run one audit file in a savepoint; timeouts and errors become blocking findings."""
-    found, failure = _guarded(cur, query.name, limits, lambda: _shaped(audit.run(cur, query)))
-    if failure is not None or found is None:
-        return [failure] if failure is not None else []
-    return [_bounded(f, limits.samples) for f in found]
-
-
-def _shaped(findings: list[Finding]) -> list[Finding]:
-    """Reject rows that are not (dotted code, known severity, object, count, samples)."""
-    for f in findings:
-        if not (isinstance(f.code, str) and "." in f.code and f.severity in audit.SEVERITIES):
-            raise ValueError(f"unexpected row {f.code!r}, {f.severity!r}")
-    return findings
-
-
-def _bounded(finding: Finding, samples: int) -> Finding:
-    if len(finding.samples) <= samples:
-        return finding
-    return Finding(
-        finding.code,
-        finding.severity,
-        finding.object,
-        finding.count,
-        finding.samples[:samples],
-        finding.message,
-    )
-
-
-def _guarded(
-    cur: Cursor, name: str, limits: Limits, step: Callable[[], T]
-) -> tuple[T | None, Finding | None]:
-    """Run `step` in a savepoint; a timeout or error rolls back to it and becomes a finding."""
-    cur.execute(f"SAVEPOINT {_SAVEPOINT}")
-    try:
-        result = step()
-    except psycopg.errors.LockNotAvailable:
-        _rollback_to_savepoint(cur)
-        return None, _lock_timeout(cur, name, limits)
-    except psycopg.errors.QueryCanceled:
-        _rollback_to_savepoint(cur)
-        return None, _statement_timeout(name, limits)
-    except psycopg.Error as exc:
-        if cur.connection.broken:
-            raise
-        _rollback_to_savepoint(cur)
-        return None, _failed(name, exc.sqlstate or "", _first_line(str(exc)))
-    except (ValueError, TypeError) as exc:  # rows not shaped (code, severity, object, …)
-        _rollback_to_savepoint(cur)
-        return None, _failed(name, "", f"unexpected row shape: {exc}")
-    cur.execute(f"RELEASE SAVEPOINT {_SAVEPOINT}")
-    return result, None
-
-
-def _rollback_to_savepoint(cur: Cursor) -> None:
-    cur.execute(f"ROLLBACK TO SAVEPOINT {_SAVEPOINT}")
-
-
-def _lock_timeout(cur: Cursor, name: str, limits: Limits) -> Finding:
-    """Name who holds ACCESS EXCLUSIVE (the only mode that conflicts with ACCESS SHARE)."""
-    holders = [
-        {"check": name, "relation": rel, "pid": pid, "applicationName": app, "mode": mode}
-        for rel, pid, app, mode in cur.execute(Q["exclusive_holders"]).fetchall()
-    ][: max(limits.samples, 1)]
-    relations = sorted({str(h["relation"]) for h in holders})
-    where = ", ".join(relations) or "a table it reads"
-    return Finding(
-        "locks.lock_timeout",
-        "blocking",
-        ", ".join(relations) or name,
-        max(len(relations), 1),
-        holders or [{"check": name}],
-        f"{name} could not get ACCESS SHARE on {where} within lock_timeout "
-        f"{limits.lock_timeout_ms} ms: another session holds a conflicting lock, and the "
-        "migration would wait for it too. Retry once it is released.",
-    )
-
-
-def _statement_timeout(name: str, limits: Limits) -> Finding:
-    return Finding(
-        "locks.statement_timeout",
-        "blocking",
-        name,
-        1,
-        [{"check": name, "statementTimeoutMs": limits.statement_timeout_ms}],
-        f"{name} did not finish within statement_timeout {limits.statement_timeout_ms} ms; "
-        "it was cancelled (nothing was changed). Raise --statement-timeout, or run the file "
-        "by hand at a quiet time.",
-    )
-
-
-def _failed(name: str, sqlstate: str, error: str) -> Finding:
-    return Finding(
-        "preflight.query_failed",
-        "blocking",
-        name,
-        1,
-        [{"check": name, "sqlstate": sqlstate, "error": error}],
-        f"{name} failed ({sqlstate or 'client'}: {error}); its precondition is unverified. "
-        "The transaction is read-only, so nothing was changed.",
-    )
-
-
-def _first_line(text: str) -> str:
-    return text.strip().splitlines()[0] if text.strip() else ""
 
 
 # rendering -----------------------------------------------------------------------------------

@@ -28,7 +28,6 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -38,6 +37,7 @@ from queueguard.core.history import task_identity
 from queueguard.core.keys import PhysicalQueue
 from queueguard.core.store import JSON, History, QueueState, Start, StartOutcome, Store, Task
 from queueguard.errors import ConnectionFailed, QueueUnloaded, StaleRangeError
+from queueguard.runtime.read_buffer import ReadBuffer
 from queueguard.runtime.spooler import Spooler
 
 log = logging.getLogger(__name__)
@@ -98,10 +98,7 @@ class BacklogManager:
         # row lock anyway, and queueing here is cheaper than a pile of waiting backends.
         self._append_lock = threading.Lock()
         self._tracker = AckTracker()
-        self._buffer: dict[int, Task] = {}  # read, not yet acknowledged
-        self._ready: deque[int] = deque()  # read, unclaimed (acked ids are dropped lazily)
-        self._queued: set[int] = set()  # the ids in _ready
-        self._in_flight: set[int] = set()  # claimed: History is being asked
+        self._buffer = ReadBuffer()
         self._saved_ack = 0
         self._acks_since_checkpoint = 0
         self._last_checkpoint = clock()
@@ -126,7 +123,7 @@ class BacklogManager:
             self._last_checkpoint = self._clock()
             self._fence = None
             self._known_last = None if state.shared else state.last_task_id
-            self._clear()
+            self._buffer.clear()
             self.loaded = True
         return state
 
@@ -143,18 +140,12 @@ class BacklogManager:
         finally:
             self._drop()
 
-    def _clear(self) -> None:
-        self._buffer.clear()
-        self._ready.clear()
-        self._queued.clear()
-        self._in_flight.clear()
-
     def _drop(self) -> None:
         with self._lock:
             if not self.loaded:
                 return
             self.loaded = False
-            self._clear()
+            self._buffer.clear()
         if self._on_unload is not None:
             self._on_unload(self)
 
@@ -219,9 +210,7 @@ class BacklogManager:
             tasks = self.store.read(self.queue, self._tracker.read_level, self.read_batch)
             for task in tasks:
                 self._tracker.read(task.task_id)
-                self._buffer[task.task_id] = task
-                self._ready.append(task.task_id)
-                self._queued.add(task.task_id)
+                self._buffer.add(task)
             return tasks
 
     def pending(self) -> list[int]:
@@ -231,7 +220,7 @@ class BacklogManager:
 
     def task(self, task_id: int) -> Task:
         with self._lock:
-            return self._buffer[task_id]
+            return self._buffer.tasks[task_id]
 
     def claim(self, limit: int) -> list[Task]:
         """Take up to `limit` read, unhandled tasks nobody is dispatching, lowest ids first;
@@ -242,7 +231,7 @@ class BacklogManager:
             self._require_loaded()
             has_read = False
             while len(claimed) < limit:
-                if not self._ready:
+                if not self._buffer.ready:
                     known = self._known_last
                     if has_read or (known is not None and self._tracker.read_level >= known):
                         break
@@ -250,32 +239,29 @@ class BacklogManager:
                         break
                     has_read = True
                     continue
-                task_id = self._ready.popleft()
-                self._queued.discard(task_id)
-                if task_id in self._in_flight or not self._tracker.is_pending(task_id):
+                task_id = self._buffer.next_ready()
+                if task_id in self._buffer.in_flight or not self._tracker.is_pending(task_id):
                     continue  # being or already dispatched through dispatch(task_id)
-                self._in_flight.add(task_id)
-                claimed.append(self._buffer[task_id])
+                self._buffer.in_flight.add(task_id)
+                claimed.append(self._buffer.tasks[task_id])
         return claimed
 
     def release(self, task_ids: Sequence[int]) -> None:
         """Return claimed tasks (e.g. after a retryable failure) to the front of the queue."""
         with self._lock:
             for task_id in sorted(task_ids, reverse=True):
-                self._in_flight.discard(task_id)
-                queue_again = self.loaded and self._tracker.is_pending(task_id)
-                if queue_again and task_id not in self._queued:
-                    self._ready.appendleft(task_id)
-                    self._queued.add(task_id)
+                self._buffer.in_flight.discard(task_id)
+                if self.loaded and self._tracker.is_pending(task_id):
+                    self._buffer.requeue(task_id)
 
     def dispatch(self, task_id: int) -> StartOutcome:
         """Ask History to record the start; any outcome but retryable acknowledges."""
         with self._lock:
             self._require_loaded()
-            task = self._buffer[task_id]
-            if task_id in self._in_flight:
+            task = self._buffer.tasks[task_id]
+            if task_id in self._buffer.in_flight:
                 raise ValueError(f"task {task_id} is already being dispatched")
-            self._in_flight.add(task_id)
+            self._buffer.in_flight.add(task_id)
         outcome = self.dispatch_claimed([task])[0]
         if not outcome.acks:  # retryable: pending again at once
             self.release([task_id])
@@ -308,12 +294,12 @@ class BacklogManager:
             if not self.loaded:  # unloaded meanwhile: its process state is gone
                 return self._tracker.ack_level
             for task_id in task_ids:
-                self._in_flight.discard(task_id)
+                self._buffer.in_flight.discard(task_id)
                 self._tracker.complete(task_id)
-                self._buffer.pop(task_id, None)
-            ready = self._ready  # drop ids handled by dispatch(task_id) from the front
+                self._buffer.tasks.pop(task_id, None)
+            ready = self._buffer.ready  # drop ids handled by dispatch(task_id) from the front
             while ready and not self._tracker.is_pending(ready[0]):
-                self._queued.discard(ready.popleft())
+                self._buffer.next_ready()
             self._acks_since_checkpoint += len(task_ids)
             level = self._tracker.ack_level
             due = self._checkpoint_due()

@@ -102,6 +102,53 @@ class _Environment:
         self.context.configure = configure_with_hook  # type: ignore[method-assign]
 
 
+@dataclass(eq=False)  # its methods are callbacks: compared and hashed by identity
+class _Recording:
+    """What the driver's tap and Alembic's per-revision hook record of a run in its `outcome`
+    (each statement a revision sends and how long its locks were held, the commits, the
+    revisions applied), passing each on to the caller's `hooks`."""
+
+    hooks: Hooks
+    outcome: Outcome
+    #: the version table env.py configured offline: its statements are bookkeeping
+    expected: VersionTable
+
+    def around(self, conn: psycopg.Connection[Any], sql: str, execute: Callable[[], Any]) -> Any:
+        if self.outcome.running is None:  # the driver's and Alembic's own, before a revision
+            return execute()
+        if _is_bookkeeping(sql, self.expected.qualified) or _SETTING.match(sql):
+            return self.hooks.around(conn, sql, execute) if self.hooks.around else execute()
+        sent = Sent(self.outcome.running, sql, conn.autocommit, time.perf_counter())
+        self.outcome.sent.append(sent)
+        try:
+            return self.hooks.around(conn, sql, execute) if self.hooks.around else execute()
+        except BaseException as exc:
+            sent.error = exc
+            raise
+        finally:
+            sent.seconds = time.perf_counter() - sent.started
+            if sent.autocommit:
+                sent.held_s = sent.seconds
+
+    def on_commit(self, conn: psycopg.Connection[Any]) -> None:
+        ended = time.perf_counter()
+        self.outcome.committed = list(self.outcome.applied)
+        for sent in self.outcome.sent:
+            if sent.held_s is None:
+                sent.held_s = ended - sent.started  # its locks were held until now
+        if self.hooks.on_commit is not None:
+            self.hooks.on_commit(conn)
+
+    def on_applied(self, ctx: MigrationContext, step: MigrationInfo, **_kw: Any) -> None:
+        revision = str(step.up_revision_id)
+        self.outcome.applied.append(revision)
+        self.outcome.running = None
+        if self.hooks.applied is not None:
+            raw = ctx.connection.connection.dbapi_connection if ctx.connection else None
+            if isinstance(raw, psycopg.Connection):
+                self.hooks.applied(revision, raw)
+
+
 #: what a set's first revision fails with when its first tables come from the application
 #: (mlflow, for one, runs create_all() and then its revisions): undefined table, column,
 #: object, function, schema
@@ -163,41 +210,7 @@ def upgrade(
     outcome = outcome if outcome is not None else Outcome()
     expected = VersionTable.parse(mset.version_table or DEFAULT_VERSION_TABLE)
 
-    def around(conn: psycopg.Connection[Any], sql: str, execute: Callable[[], Any]) -> Any:
-        if outcome.running is None:  # the driver's and Alembic's own, before a revision
-            return execute()
-        if _is_bookkeeping(sql, expected.qualified) or _SETTING.match(sql):
-            return hooks.around(conn, sql, execute) if hooks.around else execute()
-        sent = Sent(outcome.running, sql, conn.autocommit, time.perf_counter())
-        outcome.sent.append(sent)
-        try:
-            return hooks.around(conn, sql, execute) if hooks.around else execute()
-        except BaseException as exc:
-            sent.error = exc
-            raise
-        finally:
-            sent.seconds = time.perf_counter() - sent.started
-            if sent.autocommit:
-                sent.held_s = sent.seconds
-
-    def on_commit(conn: psycopg.Connection[Any]) -> None:
-        ended = time.perf_counter()
-        outcome.committed = list(outcome.applied)
-        for sent in outcome.sent:
-            if sent.held_s is None:
-                sent.held_s = ended - sent.started  # its locks were held until now
-        if hooks.on_commit is not None:
-            hooks.on_commit(conn)
-
-    def on_applied(ctx: MigrationContext, step: MigrationInfo, **_kw: Any) -> None:
-        revision = str(step.up_revision_id)
-        outcome.applied.append(revision)
-        outcome.running = None
-        if hooks.applied is not None:
-            raw = ctx.connection.connection.dbapi_connection if ctx.connection else None
-            if isinstance(raw, psycopg.Connection):
-                hooks.applied(revision, raw)
-
+    recording = _Recording(hooks, outcome, expected)
     with _connected(dsn, options) as connection:
         cfg = config(mset.root, with_options(dsn, options), connection=connection)
         script = _script_directory(cfg)
@@ -219,13 +232,13 @@ def upgrade(
                 yield step
 
         env = _Environment(
-            cfg, script, fn=steps, destination_rev=heads_of(target), on_applied=on_applied
+            cfg, script, fn=steps, destination_rev=heads_of(target), on_applied=recording.on_applied
         )
         first = mset.revisions[0].id if mset.revisions else None
         try:
             with (
                 _alembic_running(),
-                tapped(dsn, around, on_commit),
+                tapped(dsn, recording.around, recording.on_commit),
                 _pgoptions(options),
                 env.context,
             ):

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import re
 from bisect import bisect_right
+from collections.abc import Callable
 
 from queueguard.errors import SplitError
 
@@ -137,35 +138,44 @@ def statement_lines(text: str, *, source: str | None = None) -> list[tuple[int, 
             word = m[0].lower() if m[0].isascii() else m[0]
             if len(words) < 4:
                 words.append(word)
-            # psql's heuristic, word for word: in CREATE [OR REPLACE] FUNCTION|PROCEDURE,
-            # BEGIN opens a block that END closes (CASE … END nests within one), so the
-            # `;`s of a BEGIN ATOMIC body stay inside; a plain `BEGIN;` is no such statement.
-            if parens == 0 and (
-                tuple(words[:2]) in _ROUTINE_HEADS or tuple(words) in _ROUTINE_HEADS
-            ):
-                if word == "begin" or (word == "case" and begins > 0):
-                    begins += 1
-                elif word == "end" and begins > 0:
-                    begins -= 1
-        elif m.lastgroup == "dollar":
-            # the body is opaque up to the same tag; other tags inside are plain text
-            close = text.find(m[0], m.end())
-            if close < 0:
-                raise fail(i, f"unterminated dollar-quoted string {m[0]}")
-            i = close + len(m[0])
+            begins = _routine_depth(words, word, parens, begins)
         else:
-            pattern = _BODY[m.lastgroup or ""]
-            end = pattern.match(text, m.end())
-            # a quoted identifier has no continuation (scan.l's xd state has no xqs)
-            while m.lastgroup != "qident" and end and (more := _CONTINUE.match(text, end.end())):
-                end = pattern.match(text, more.end())
-            if end is None:
-                what = "quoted identifier" if m.lastgroup == "qident" else "quoted string"
-                raise fail(i, f"unterminated {what} {m[0]}…")
-            i = end.end()
+            i = _end_of_quote(text, m, fail)
     if first is not None:
         statements.append((line_at(first), text[chunk:].rstrip(_SPACE)))
     return statements
+
+
+def _routine_depth(words: list[str], word: str, parens: int, begins: int) -> int:
+    """psql's begin_depth after `word`, psql's heuristic word for word: in CREATE [OR REPLACE]
+    FUNCTION|PROCEDURE, BEGIN opens a block that END closes (CASE … END nests within one), so
+    the `;`s of a BEGIN ATOMIC body stay inside; a plain `BEGIN;` is no such statement."""
+    if parens == 0 and (tuple(words[:2]) in _ROUTINE_HEADS or tuple(words) in _ROUTINE_HEADS):
+        if word == "begin" or (word == "case" and begins > 0):
+            return begins + 1
+        if word == "end" and begins > 0:
+            return begins - 1
+    return begins
+
+
+def _end_of_quote(text: str, m: re.Match[str], fail: Callable[[int, str], SplitError]) -> int:
+    """The offset after the dollar-quoted string, quoted string or quoted identifier whose
+    opening token is `m`."""
+    if m.lastgroup == "dollar":
+        # the body is opaque up to the same tag; other tags inside are plain text
+        close = text.find(m[0], m.end())
+        if close < 0:
+            raise fail(m.start(), f"unterminated dollar-quoted string {m[0]}")
+        return close + len(m[0])
+    pattern = _BODY[m.lastgroup or ""]
+    end = pattern.match(text, m.end())
+    # a quoted identifier has no continuation (scan.l's xd state has no xqs)
+    while m.lastgroup != "qident" and end and (more := _CONTINUE.match(text, end.end())):
+        end = pattern.match(text, more.end())
+    if end is None:
+        what = "quoted identifier" if m.lastgroup == "qident" else "quoted string"
+        raise fail(m.start(), f"unterminated {what} {m[0]}…")
+    return end.end()
 
 
 def _end_of_comment(text: str, start: int) -> int | None:

@@ -20,11 +20,9 @@ Stricter than the tool: every version is checked, not only those after the datab
 from __future__ import annotations
 
 import hashlib
-import json
 import posixpath
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
 from itertools import pairwise
 from pathlib import Path
 from typing import Any
@@ -35,6 +33,7 @@ from queueguard.errors import UsageError, VersionKeyedElsewhere
 from queueguard.pg.sqlfiles import queries
 from queueguard.sets.model import MigrationSet, Revision
 from queueguard.sets.split import split
+from queueguard.sets.temporal_inputs import Manifest, check_statement, decode
 
 FORMAT = "temporal"
 MANIFEST = "manifest.json"
@@ -46,8 +45,6 @@ BOOKKEEPING = frozenset({"schema_version", "schema_update_history"})
 INITIAL_VERSION = "0.0"
 SETUP_OLD_VERSION = "0"
 SETUP_DESCRIPTION = "initial version"
-#: updatetask.go's whitelistedCQLPrefixes, compared case-sensitively with strings.HasPrefix
-ALLOWED_PREFIXES = ("CREATE", "ALTER", "INSERT", "DROP", "DO")
 
 #: the tool's versionDirectoryRegex (`^v[\d.]+`, a prefix match): folders it does not skip
 _CANDIDATE = re.compile(r"v[\d.]+")
@@ -81,57 +78,10 @@ def _normalize(version: str) -> str:
 # --- manifests (pure) ------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class Manifest:
-    """One manifest.json as the tool decodes it, versions already without their `v`."""
-
-    curr_version: str
-    min_compatible_version: str
-    description: str
-    files: tuple[str, ...]
-    allow_no_files: bool
-    md5: str
-
-
-_FIELDS = {
-    "currversion": ("CurrVersion", str),
-    "mincompatibleversion": ("MinCompatibleVersion", str),
-    "description": ("Description", str),
-    "schemaupdatecqlfiles": ("SchemaUpdateCqlFiles", list),
-    "allownocqlfiles": ("AllowNoCqlFiles", bool),
-}
-
-
-def _decode(raw: bytes, where: str) -> dict[str, Any]:
-    """The manifest's fields as Go's encoding/json fills the struct: keys match the field
-    names case-insensitively, unknown keys are ignored, null leaves the zero value, any other
-    type mismatch is an error."""
-    try:
-        document = json.loads(raw)
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise UsageError(f"{where}: not valid JSON ({exc})") from None
-    if document is None:
-        document = {}
-    if not isinstance(document, dict):
-        raise UsageError(f"{where}: expected a JSON object, got {type(document).__name__}")
-    fields: dict[str, Any] = {}
-    for key, value in document.items():
-        known = _FIELDS.get(key.lower())
-        if known is None or value is None:
-            continue
-        name, kind = known
-        strings = isinstance(value, list) and all(isinstance(item, str) for item in value)
-        if not isinstance(value, kind) or (kind is list and not strings):
-            want = "a list of strings" if kind is list else kind.__name__
-            raise UsageError(f"{where}: {name} must be {want}, got {value!r}")
-        fields[name] = value
-    return fields
-
-
 def parse_manifest(raw: bytes, where: str) -> Manifest:
     """readManifest: decode, check both versions parse, check the file list (unless
     AllowNoCqlFiles), and take the MD5 of the raw bytes."""
-    fields = _decode(raw, where)
+    fields = decode(raw, where)
     curr = fields.get("CurrVersion", "")
     minimum = fields.get("MinCompatibleVersion", "")
     for name, value in (("CurrVersion", curr), ("MinCompatibleVersion", minimum)):
@@ -156,28 +106,6 @@ def parse_manifest(raw: bytes, where: str) -> Manifest:
         allow_no_files=allow,
         md5=md5,
     )
-
-
-def _without_line_comments(statement: str) -> str:
-    """The statement from its first token on, leading `--` comments skipped (the tool's
-    splitter removes them; it leaves `/* */` comments in place)."""
-    body = statement.lstrip()
-    while body.startswith("--"):
-        _, _, body = body.partition("\n")
-        body = body.lstrip()
-    return body
-
-
-def check_statement(statement: str, where: str) -> None:
-    """validateCQLStmts: the tool refuses a statement not starting with one of its prefixes
-    (case-sensitive): a leading `/* */` comment or a lower-case keyword is refused here too."""
-    body = _without_line_comments(statement)
-    if not body.startswith(ALLOWED_PREFIXES):
-        first = body.split(None, 1)[0] if body.split() else ""
-        raise UsageError(
-            f"{where}: temporal-sql-tool refuses a statement starting with {first!r} "
-            f"(it accepts only {', '.join(ALLOWED_PREFIXES)}, upper case)"
-        )
 
 
 # --- the folder ------------------------------------------------------------------------------

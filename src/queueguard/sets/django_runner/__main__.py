@@ -1,11 +1,13 @@
 # mypy: ignore-errors
 # (runs in the project's interpreter, beside its Django: not typed against ours)
 """queueguard's runner inside a Django project: this folder run by path with the project's own
-interpreter (`--python`), the project's folder as working directory. It (and its two halves
+interpreter (`--python`), the project's folder as working directory. It (and its halves
 beside it, loaded by path: `queueguard_django_connection.py`, the settings and the
-connection, and `queueguard_django_capture.py`) imports only the standard library and
-Django, and speaks JSON lines with queueguard on two file descriptors of its own (commands
-in, events out); the project's prints and logging go to stderr.
+connection; `queueguard_django_graph.py`, the graph, plans and the applied set;
+`queueguard_django_capture.py` and `queueguard_django_hooks.py`, the statements of a run)
+imports only the standard library and Django, and speaks JSON lines with queueguard on two
+file descriptors of its own (commands in, events out); the project's prints and logging go
+to stderr.
 
 Not imported by queueguard (which never imports Django): `sets.django_process` starts it.
 
@@ -73,175 +75,25 @@ def _plain(value):
     return str(value)
 
 
-# --- the graph ---------------------------------------------------------------------------
-
-
-def _describe(migration, path):
-    from django.db.migrations.operations import RunPython
-
-    ops = []
-    for op in migration.operations:
-        kind = type(op).__name__
-        ops.append(
-            {
-                "kind": kind,
-                "module": type(op).__module__,
-                "describe": _safe(op.describe),
-                "reduces_to_sql": bool(getattr(op, "reduces_to_sql", True)),
-                "atomic": getattr(op, "atomic", None),
-                "python": isinstance(op, RunPython),  # a subclass of the project's too
-            }
-        )
-    return {
-        "id": _key((migration.app_label, migration.name)),
-        "app": migration.app_label,
-        "name": migration.name,
-        "atomic": bool(migration.atomic),
-        "initial": bool(getattr(migration, "initial", False)),
-        "replaces": [_key(r) for r in (migration.replaces or [])],
-        "dependencies": [_key(d) for d in migration.dependencies if d[1] != "__first__"],
-        "path": path,
-        "operations": ops,
-    }
-
-
-def _safe(fn):
-    try:
-        return str(fn())
-    except Exception as exc:  # a third-party operation's describe() may need state
-        return f"({type(exc).__name__})"
-
-
-def _path(migration):
-    module = sys.modules.get(type(migration).__module__)
-    return getattr(module, "__file__", None)
-
-
-def graph(channel):
-    from django.db.migrations.loader import MigrationLoader
-
-    loader = MigrationLoader(None, ignore_no_migrations=True)
-    ordered = []
-    for node in _forward_plan(loader, loader.graph.leaf_nodes()):
-        ordered.append(node)
-    every = []
-    seen = set()
-    for node in ordered:
-        migration = loader.graph.nodes[node]
-        for replaced in migration.replaces or []:  # the originals, before their squash
-            if tuple(replaced) in loader.disk_migrations and tuple(replaced) not in seen:
-                seen.add(tuple(replaced))
-                every.append(tuple(replaced))
-        seen.add(node)
-        every.append(node)
-    for node in sorted(loader.disk_migrations):  # a squash's originals are kept on disk too
-        if node not in seen:
-            every.append(node)
-    migrations = [
-        _describe(loader.disk_migrations[n], _path(loader.disk_migrations[n])) for n in every
-    ]
-    channel.send(
-        ev="graph",
-        migrations=migrations,
-        order=[_key(n) for n in ordered],
-        leaves=[_key(n) for n in loader.graph.leaf_nodes()],
-    )
-
-
-def _forward_plan(loader, targets):
-    seen, plan = set(), []
-    for target in targets:
-        for node in loader.graph.forwards_plan(target):
-            if node not in seen:
-                seen.add(node)
-                plan.append(node)
-    return plan
-
-
-class _GivenRecorder:
-    """MigrationRecorder's read for a loader asked about an applied set it is given."""
-
-    given = ()
-
-    def __init__(self, connection):
-        pass
-
-    def applied_migrations(self):
-        return {_node(k): None for k in self.given}
-
-
-def _loader(connection, applied):
-    from django.db.migrations import loader as loader_module
-
-    if applied is None:
-        return loader_module.MigrationLoader(connection)
-    real = loader_module.MigrationRecorder
-    _GivenRecorder.given = tuple(applied)
-    loader_module.MigrationRecorder = _GivenRecorder
-    try:
-        return loader_module.MigrationLoader(connection or object())
-    finally:
-        loader_module.MigrationRecorder = real
-
-
-def _targets(loader, targets):
-    if not targets:
-        return loader.graph.leaf_nodes()
-    found = []
-    for key in targets:
-        node = _node(key)
-        if node[1] == "zero":
-            found.append((node[0], None))
-            continue
-        if node not in loader.graph.nodes and node in loader.replacements:
-            # as `migrate` does: a squash left out of the graph (some of its originals are
-            # applied) stands for the last migration it replaces
-            node = tuple(loader.replacements[node].replaces[-1])
-        if node not in loader.graph.nodes:
-            raise SystemExit(f"Django cannot migrate to {key}: no such node in the graph")
-        found.append(node)
-    return found
-
-
-def plan(channel, connection, message):
-    from django.db.migrations.executor import MigrationExecutor
-
-    executor = MigrationExecutor(None)
-    executor.connection = connection
-    executor.loader = _loader(
-        connection if message.get("applied") is None else None, message.get("applied")
-    )
-    steps = executor.migration_plan(_targets(executor.loader, message.get("targets")))
-    channel.send(
-        ev="plan",
-        steps=[{"id": _key((m.app_label, m.name)), "backwards": bool(b)} for m, b in steps],
-        applied=sorted(_key(k) for k in executor.loader.applied_migrations),
-    )
-
-
-def applied(channel, connection):
-    from django.db.migrations.recorder import MigrationRecorder
-
-    recorder = MigrationRecorder(connection)
-    rows = sorted(_key(k) for k in recorder.applied_migrations()) if recorder.has_table() else []
-    if not connection.get_autocommit():
-        connection.rollback()
-    channel.send(ev="applied", applied=rows, table=recorder.has_table())
-
-
-def _beside(name):
-    """A half of the runner beside this file (loaded by path: this folder is not searched)."""
+def _beside(name, **given):
+    """A half of the runner beside this file (loaded by path: this folder is not searched),
+    `given` what it takes from another half (it cannot import one)."""
     spec = importlib.util.spec_from_file_location(name, os.path.join(_HERE, f"{name}.py"))
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
+    for attribute, value in given.items():
+        setattr(module, attribute, value)
     return module
 
 
-_capture = _beside("queueguard_django_capture")
+_graph = _beside("queueguard_django_graph")
+_capture = _beside("queueguard_django_capture", _key=_graph._key)
+_hooks = _beside("queueguard_django_hooks")
 _connection = _beside("queueguard_django_connection")
 setup, retarget, _quit = _connection.setup, _connection.retarget, _connection.quit
 _GIVEN, _reconfigure = _connection.GIVEN, _connection.reconfigure
-_key, _node, _sqlstate = _capture._key, _capture._node, _capture._sqlstate
+graph, plan, applied, _node = _graph.graph, _graph.plan, _graph.applied, _graph._node
+_sqlstate = _capture._sqlstate
 
 
 def migrate(channel, message, alias, reconfigure):
@@ -253,10 +105,10 @@ def migrate(channel, message, alias, reconfigure):
 
     if message.get("settings"):
         reconfigure(message["settings"])
-    capture = _capture._CAPTURE.get("capture")
+    capture = _hooks._CAPTURE.get("capture")
     if capture is None:  # installed once a process: a retried migrate reuses it
-        capture = _capture._CAPTURE["capture"] = _capture.Capture(channel, alias, False, {})
-        _capture._install(capture, migrate_module)
+        capture = _hooks._CAPTURE["capture"] = _capture.Capture(channel, alias, False, {})
+        _hooks._install(capture, migrate_module)
     capture.watch = bool(message.get("watch"))
     capture.ladder = message.get("ladder") or {}
     capture.post_migrate = message.get("post_migrate", True)
@@ -384,7 +236,7 @@ def main():
             elif op == "record":  # Django's fake path, compiled (`upgrade --online`)
                 from django.db import connections
 
-                _capture.record(channel, connections[alias], message["id"])
+                _graph.record(channel, connections[alias], message["id"])
             elif op == "quit":
                 _quit(channel)
                 return
