@@ -176,8 +176,8 @@ def estimate(
         return sample_ms, "catalog only: as long as on the sample"
     factors = {t: _factor(w, sample[t], target[t], (reference or {}).get(t))
                for t, w in works.items()}  # fmt: skip
-    # the sample's time splits over the tables by the bytes their work read there (a foreign
-    # key's check reads the child and its parent: each part scales with its own table)
+    # the sample's time splits over the tables by the bytes their work read there (a FOREIGN
+    # KEY's check reads the child and its parent: each part scales with its own table)
     weights = {t: _read(w, sample[t]) for t, w in works.items()}
     fixed = min(fixed_ms, sample_ms) if reference is not None else 0.0
     scaled = fixed + sum(
