@@ -5,8 +5,12 @@ fork's heads alone — in `verify`'s `heads` check and `lint`'s `migration.multi
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
+import pytest
+
+from queueguard.cli import main
 from queueguard.engine.verify.checks import heads_check
 from queueguard.lint.sets import lint_set
 from queueguard.lint.sets.rank import Tier
@@ -53,3 +57,24 @@ def test_an_independent_base_without_a_label_is_told_to_take_one(tmp_path: Path)
     what, advice = mset.independent_text()
     assert "a02 (no branch label)" in what and "give each base a branch label" in advice
     assert "alembic merge" not in advice
+
+
+def test_verify_says_base_when_a_relation_comes_from_elsewhere_after_an_empty_first(
+    tmp_path: Path, pg_admin_dsn: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The set's first revision is empty, its second changes `workflow`, which no revision
+    creates (the application's create_all() does): verify says --base; at two independent
+    heads its document gives null for `head` and both in `heads`."""
+    main_line = {
+        "m01": (None, "main", "SELECT 1"),
+        "m02": ("m01", None, "ALTER TABLE workflow ADD COLUMN x int"),
+    }
+    root = two_bases.write(tmp_path / "p", main=main_line)
+    code = main(["verify", "--migrations", str(root), "--dsn", pg_admin_dsn, "--json"])
+    doc = json.loads(capsys.readouterr().out)
+    assert code == 1 and doc["head"] is None and doc["heads"] == ["a02", "m02"]
+    chain = next(c for c in doc["checks"] if c["name"] == "chain")
+    assert 'relation "workflow" does not exist' in chain["problems"][0]
+    assert chain["problems"][1].endswith("give it with --base FILE")
+    heads = next(c for c in doc["checks"] if c["name"] == "heads")
+    assert heads["ok"] and "independent histories" in heads["notes"][0]

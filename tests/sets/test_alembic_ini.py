@@ -5,7 +5,6 @@ revisions the set does not hold refused in every command and in `fleet`."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from pathlib import Path
 
@@ -18,7 +17,6 @@ from queueguard.cli import main
 from queueguard.errors import UsageError
 from queueguard.sets import alembic as fmt
 from queueguard.sets.alembic_config import config
-from tests.fleet.conftest import Fleet
 from tests.sets import two_bases
 
 EVERY = 15  # revisions of the two-base project
@@ -100,27 +98,3 @@ def test_version_rows_the_set_does_not_hold_are_refused_in_every_command(
     with psycopg.connect(dsn) as conn:  # nothing applied
         rows = conn.execute("SELECT version_num FROM alembic_version ORDER BY 1").fetchall()
     assert [r[0] for r in rows] == ["a01", "deadbeef0000", "m03a"]
-
-
-@pytest.mark.slow
-def test_fleet_records_a_target_at_unknown_revisions_failed(
-    tmp_path: Path, fleet: Fleet, capsys: pytest.CaptureFixture[str]
-) -> None:
-    root = two_bases.write(tmp_path / "p", ";")
-    known, unknown = fleet.database("known"), fleet.database("unknown")
-    for dsn in (known, unknown):
-        command.upgrade(config(root, dsn), "m02")
-    _rows(unknown, "deadbeef0000")
-    body = f'[[targets]]\nname = "known"\ndsn = "{known}"\n'
-    body += f'[[targets]]\nname = "unknown"\ndsn = "{unknown}"\n'
-    path = fleet.root / "fleet.toml"
-    path.write_text(body)
-    code, out, _ = fleet.cli(
-        capsys, "upgrade", "--targets", str(path), "--migrations", str(root), "--json"
-    )
-    assert code != 0, out
-    board = fleet.board()
-    assert board["known"][0] == "done"
-    assert board["unknown"][0] == "failed" and "deadbeef0000" in board["unknown"][3]
-    doc = json.loads(out)
-    assert doc["ok"] is False
