@@ -21,6 +21,11 @@ class UsageError(QueueguardError):
     exit_code = 2
 
 
+class UnknownRevisions(UsageError):
+    """A database whose version rows name revisions the migration set does not hold: it
+    cannot be placed in the set, so nothing is planned, applied or called up to date."""
+
+
 class InvalidDsn(UsageError):
     """A connection string that cannot be parsed."""
 

@@ -40,8 +40,9 @@ def test_a_django_state_is_said_app_by_app() -> None:
 
 def test_a_revision_on_a_line_is_said_as_it_is() -> None:
     mset = _set("sqldir", ["001", "002"])
-    assert said(mset, "002") == {"revision": "002"} and shown(said(mset, "002")) == "002"
-    assert said_target(mset, "002", "head", "heads") == {"head": "002"}
+    assert said(mset, "002") == {"revision": "002", "currentHeads": ["002"]}
+    assert shown(said(mset, "002")) == "002"
+    assert said_target(mset, "002", "head", "heads") == {"head": "002", "heads": ["002"]}
 
 
 def test_the_board_of_a_django_run() -> None:

@@ -75,5 +75,5 @@ def test_pending_from_a_version_the_folder_does_not_list() -> None:
     assert [r.id for r in ordered.pending("0")] == ["1", "2", "10"]
     assert [r.id for r in ordered.pending("01")] == ["2", "10"]  # 01 is 1
     assert [r.id for r in ordered.pending("0", to="2")] == ["1", "2"]
-    with pytest.raises(UsageError, match=r"the database is at '3', which /set does not have"):
+    with pytest.raises(UsageError, match=r"version rows name 3, which /set does not hold"):
         line("1", "2", "10").pending("3")

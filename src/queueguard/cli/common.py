@@ -112,6 +112,20 @@ def _migration_set(args: argparse.Namespace) -> Any:
     return sets.load(Path(folder), fmt, getattr(args, "dsn", None))
 
 
+def _placed_to(args: argparse.Namespace, mset: Any, dsn: str) -> str | None:
+    """`--to` as the absolute target it names for the database at `dsn`: Alembic's relative
+    targets (`+2`, `BRANCH@+2`) count from where that database is, read once here (read
+    only) so the runner, a retry after a lock timeout, plan and the report all see one
+    target. A database whose version rows the set does not hold is refused here too."""
+    to: str | None = getattr(args, "to", None)
+    if mset.place is None:
+        return to
+    from queueguard.engine.plan.planner import current_revision
+
+    placed: str | None = mset.placed(to, current_revision(mset, dsn))
+    return placed
+
+
 def _django_options(args: argparse.Namespace) -> None:
     """`--python`, `--settings`, `--database`, `--allow-custom-migrate`: how a Django
     project's code runs (read when its set is loaded)."""

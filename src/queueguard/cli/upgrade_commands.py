@@ -13,6 +13,7 @@ from queueguard.cli.common import (
     _is_other_format,
     _migration_set,
     _migrations,
+    _placed_to,
     _target,
     upgrade_summary,
 )
@@ -85,6 +86,7 @@ def _upgrade_set(args: argparse.Namespace) -> int:
         raise UsageError("--phase goes with --online")
     mset = _migration_set(args)
     dsn = _target(args, fallback=False)
+    args.to = _placed_to(args, mset, dsn)
     default = Limits()
     if args.online:  # its own defaults: see ONLINE_LIMITS
         from queueguard.engine.online.upgrade import ONLINE_LIMITS as default

@@ -15,6 +15,7 @@ from queueguard.cli.common import (
     _migration_set,
     _migrations,
     _output,
+    _placed_to,
     _target,
 )
 from queueguard.errors import UsageError
@@ -89,11 +90,12 @@ def cmd_rehearse(args: argparse.Namespace) -> int:
                 raise UsageError(f"--invariants {path}: no such file")
             invariants = parse_invariants(path.read_text(encoding="utf-8"), str(path))
         rehearsed = _migration_set(args)
+        source = _target(args, fallback=False)
         done = set_rehearsal.of_set(
             rehearsed,
-            _target(args, fallback=False),
+            source,
             args.scratch_dsn,
-            to=args.to,
+            to=_placed_to(args, rehearsed, source),
             invariants=invariants,
         )
         _emit(output, "rehearse", done.as_json(), lambda: set_rehearsal.render_text(done))
@@ -123,7 +125,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
         result = plan(
             mset,
             target,
-            to=args.to,
+            to=_placed_to(args, mset, target),
             scratch_admin=args.scratch_dsn,
             max_lock_ms=max_lock,
             sample_rows=args.sample_rows,

@@ -30,13 +30,14 @@ import hashlib
 from collections.abc import Callable
 from pathlib import Path
 
+from alembic.config import Config
 from alembic.runtime.migration import MigrationContext
 from alembic.script import Script, ScriptDirectory
-from alembic.script.revision import RevisionError
+from alembic.script.revision import RevisionError, _relative_destination
 from alembic.util import CommandError
 
 from queueguard.errors import UsageError
-from queueguard.sets.alembic_config import _script_directory, config
+from queueguard.sets.alembic_config import _script_directory, config, version_locations
 from queueguard.sets.alembic_detect import detect
 from queueguard.sets.alembic_dsn import READ_ONLY, _connected
 from queueguard.sets.alembic_hooks import After, Before, around_of
@@ -48,6 +49,7 @@ from queueguard.sets.alembic_version_table import (
     VersionTable,
     version_table,
 )
+from queueguard.sets.heads import LABELS
 from queueguard.sets.model import MigrationSet, Revision, heads_of, state_of
 
 __all__ = [
@@ -96,7 +98,10 @@ def _revision(script: Script, children: dict[str, int]) -> Revision:
         statements=None,  # Python: its statements are only known by running it
         # `alembic upgrade DOWN:REV --sql` writes its version row as an UPDATE of DOWN's:
         # exact only when DOWN is its one parent and it DOWN's one child (`alembic_render`)
-        native={LINEAR: len(parents) <= 1 and all(children[p] == 1 for p in parents)},
+        native={
+            LINEAR: len(parents) <= 1 and all(children[p] == 1 for p in parents),
+            LABELS: tuple(sorted(script.branch_labels)),
+        },
     )
 
 
@@ -111,6 +116,12 @@ def _steps(script: ScriptDirectory, where: Path) -> Callable[[str | None, str | 
     return steps
 
 
+def _relative(to: str) -> bool:
+    """Whether `--to` counts from somewhere (`+2`, `BRANCH@+2`, `REV+2`, `REV-1`), as
+    Alembic's own pattern tells it."""
+    return _relative_destination.match(to) is not None
+
+
 def _target_of(script: ScriptDirectory, where: Path) -> Callable[[str | None], str | None]:
     heads = tuple(script.get_heads())
 
@@ -123,13 +134,41 @@ def _target_of(script: ScriptDirectory, where: Path) -> Callable[[str | None], s
                 "would fail as `alembic upgrade head` fails; give heads, a revision or "
                 "BRANCH@head"
             )
+        if _relative(to):  # `placed` makes it absolute first, where a database is known
+            raise UsageError(
+                f"--to {to} counts from where a database is: give it to upgrade, plan or "
+                "rehearse of one database (fleet takes a revision, heads or BRANCH@head)"
+            )
         try:  # a state resolved already (several heads, `model.state_of`) names each
-            found = script.revision_map.get_revisions(heads_of(to) if "," in to else to)
+            # Alembic's own wording of a refusal, as `alembic upgrade` says it
+            with script._catch_revision_errors(end=to):
+                found = script.revision_map.get_revisions(heads_of(to) if "," in to else to)
         except (CommandError, RevisionError) as exc:
             raise UsageError(f"--to {to}: {exc}") from None
-        return state_of(r.revision for r in found if r is not None and not isinstance(r, str))
+        state = state_of(r.revision for r in found if r is not None and not isinstance(r, str))
+        if state is None:
+            raise UsageError(f"--to {to}: names no revision (`alembic upgrade {to}` applies none)")
+        return state
 
     return target_of
+
+
+def _place(script: ScriptDirectory) -> Callable[[str | None, str | None], str | None]:
+    def place(to: str | None, current: str | None) -> str | None:
+        """A relative `--to` as the revision Alembic's `upgrade` walks to from `current`
+        (its own `_parse_upgrade_target`, what `command.upgrade` runs); its refusal, with
+        Alembic's reason, as `alembic upgrade` refuses."""
+        if to is None or not _relative(to):
+            return to
+        try:
+            script._upgrade_revs(to, heads_of(current))  # type: ignore[arg-type]
+            found = script.revision_map._parse_upgrade_target(heads_of(current), to, True)
+        except (CommandError, RevisionError) as exc:
+            at = current or "an empty database"
+            raise UsageError(f"--to {to} from {at}: {exc}") from None
+        return state_of(r.revision for r in found if r is not None and not isinstance(r, str))
+
+    return place
 
 
 def load(root: Path, dsn: str | None = None) -> MigrationSet:
@@ -139,6 +178,8 @@ def load(root: Path, dsn: str | None = None) -> MigrationSet:
     cfg = config(root, None)
     script = _script_directory(cfg)
     ordered = _ordered(script, root)
+    if not ordered:
+        raise UsageError(_empty(root, cfg))
     children = {s.revision: 0 for s in ordered}
     for s in ordered:
         for parent in s._versioned_down_revisions:
@@ -153,7 +194,22 @@ def load(root: Path, dsn: str | None = None) -> MigrationSet:
         bookkeeping=frozenset({table.qualified}),
         version_table=table.qualified,
         steps=None if linear else _steps(script, root),
-        target_of=None if linear else _target_of(script, root),
+        target_of=_target_of(script, root),
+        place=_place(script),
+    )
+
+
+def _empty(root: Path, cfg: Config) -> str:
+    """Why a folder that is an Alembic project reads as no revisions: where Alembic looked.
+    An empty set is refused, never "nothing to do": a database behind it would be called
+    up to date (a version_locations split wrongly once made 82 revisions read as none)."""
+    looked = [
+        f"{where}{'' if Path(where).is_dir() else ' (no such folder)'}"
+        for where in version_locations(cfg)
+    ]
+    return (
+        f"{root}: Alembic finds no revisions; it looked in {', '.join(looked)} "
+        f"(version_locations and path_separator of {cfg.config_file_name or 'no alembic.ini'})"
     )
 
 

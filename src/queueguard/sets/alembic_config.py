@@ -56,6 +56,44 @@ def ini_value(url: sa.URL) -> str:
     return url.render_as_string(hide_password=False).replace("%", "%%")
 
 
+class _Anchored(Config):
+    """Alembic's Config, reading every option as Alembic does (`path_separator` and its
+    legacy default decide how `version_locations` and `prepend_sys_path` are split), with
+    the relative entries of those two lists taken from the ini's folder.
+
+    Why: `alembic` is run from the project's folder, so `.` and `versions_x` mean that
+    folder to it; queueguard may run anywhere. The lists are anchored after Alembic split
+    them, never rewritten: a rewritten option would have to be joined again with some
+    separator, and the ini's own separator is the only one its entries are sure not to
+    hold (Galaxy's `version_locations = a;b` with `path_separator = ;`)."""
+
+    def __init__(self, here: Path, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self._here = here
+
+    def get_version_locations_list(self) -> list[str] | None:
+        return _anchored(self._here, super().get_version_locations_list())
+
+    def get_prepend_sys_paths_list(self) -> list[str] | None:
+        return _anchored(self._here, super().get_prepend_sys_paths_list())
+
+
+def _anchored(here: Path, entries: list[str] | None) -> list[str] | None:
+    """Relative entries taken from `here` (`_anchor`)."""
+    if entries is None:
+        return None
+    return [_anchor(here, entry) for entry in entries if entry]
+
+
+def _anchor(here: Path, entry: str) -> str:
+    """A relative entry taken from `here`; absolute entries, and `package:folder` resources
+    (Alembic's spelling of a folder inside an installed package), as they are."""
+    anchored = here / entry
+    if os.path.isabs(entry) or (":" in entry and not anchored.exists()):
+        return entry
+    return str(anchored.resolve())
+
+
 def config(root: Path, dsn: str | None, **attributes: Any) -> Config:
     """An Alembic Config on the project at `root`: its own alembic.ini when it has one (so an
     env.py calling `fileConfig(config.config_file_name)` works), script_location made
@@ -64,29 +102,27 @@ def config(root: Path, dsn: str | None, **attributes: Any) -> Config:
     SQLAlchemy Connection for an env.py that takes one (Alembic's cookbook recipe)."""
     script_dir, ini = _locate(root)
     # Alembic's own messages go to a buffer, not sys.stdout (as upgrade.alembic_config does).
-    cfg = Config(file_=str(ini) if ini else None, stdout=io.StringIO())
+    here = ini.parent if ini is not None else script_dir
+    cfg = _Anchored(here, file_=str(ini) if ini else None, stdout=io.StringIO())
     cfg.set_main_option("script_location", str(script_dir))
-    if ini is not None:
-        _anchor_sys_path(cfg, ini.parent)
     url = sqlalchemy_url(dsn) if dsn is not None else sa.URL.create("postgresql+psycopg")
     cfg.set_main_option("sqlalchemy.url", ini_value(url))
     cfg.attributes.update(attributes)
     return cfg
 
 
-def _anchor_sys_path(cfg: Config, here: Path) -> None:
-    """`prepend_sys_path = .` means the project's folder to the `alembic` command, which is
-    run from there; queueguard may run anywhere, so relative entries are taken from the
-    ini's folder (an env.py importing the project's models then finds them)."""
-    if not cfg.get_main_option("prepend_sys_path"):
-        return
-    entries = [str((here / entry).resolve()) for entry in cfg.get_prepend_sys_paths_list() or []]
-    cfg.set_main_option("path_separator", "os")
-    cfg.set_main_option("prepend_sys_path", os.pathsep.join(entries).replace("%", "%%"))
+def version_locations(cfg: Config) -> list[str]:
+    """Where Alembic looks for the revisions of `cfg`'s project: its version_locations
+    (split and anchored as `_Anchored` reads them), else the script directory's versions/."""
+    try:
+        found = cfg.get_version_locations_list()
+    except ValueError as exc:  # a path_separator Alembic refuses
+        raise UsageError(f"{cfg.config_file_name}: {exc}") from None
+    return found or [str(Path(str(cfg.get_main_option("script_location"))) / "versions")]
 
 
 def _script_directory(cfg: Config) -> ScriptDirectory:
     try:
         return ScriptDirectory.from_config(cfg)
-    except CommandError as exc:
+    except (CommandError, ValueError) as exc:  # ValueError: a path_separator Alembic refuses
         raise UsageError(f"{cfg.get_main_option('script_location')}: {exc}") from None

@@ -14,7 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from queueguard.errors import UsageError
+from queueguard.errors import UnknownRevisions, UsageError
+from queueguard.sets.heads import forks, independent, independent_text
 
 FORMATS = ("queueguard", "alembic", "temporal", "sqldir", "django")
 
@@ -63,6 +64,12 @@ class MigrationSet:
     #: state is `--to`'s argument" (see `resolve`); None: one line, `revisions` in order
     steps: Callable[[str | None, str | None], list[str]] | None = field(default=None, compare=False)
     target_of: Callable[[str | None], str | None] | None = field(default=None, compare=False)
+    #: a format whose `--to` may count from where a database is (Alembic's `+2`,
+    #: `BRANCH@+2`): that argument as the absolute target it names for a database at a
+    #: state (`placed`); None: every `--to` is absolute
+    place: Callable[[str | None, str | None], str | None] | None = field(
+        default=None, compare=False
+    )
     #: how the format's own code runs (Django: the project, its interpreter and settings)
     runner: Any = field(default=None, compare=False)
 
@@ -88,17 +95,32 @@ class MigrationSet:
 
     @property
     def conflicts(self) -> tuple[str, ...]:
-        """The heads that make a plain upgrade fail: an Alembic set's several heads (`upgrade
-        head` refuses them); a Django app's several leaves (`migrate` refuses: conflicting
-        migrations) — several apps' leaves are Django's normal state."""
+        """The heads that make a plain upgrade fail and a merge fixes: an Alembic set's
+        heads that share history (a fork nobody merged; heads of independent bases are
+        not, see `independent`); a Django app's several leaves (`migrate` refuses:
+        conflicting migrations) — several apps' leaves are Django's normal state."""
         heads = self.heads
         if self.format == "django":
             apps = [h.partition(".")[0] for h in heads]
             return tuple(h for h, app in zip(heads, apps, strict=True) if apps.count(app) > 1)
-        return heads if len(heads) > 1 else ()
+        if len(heads) < 2:
+            return ()
+        return tuple(h for group in forks(self.revisions, heads) for h in group)
+
+    @property
+    def independent(self) -> tuple[str, ...]:
+        """The heads that each end a history of their own (several bases, as Galaxy's
+        `gxy` and `tsi`): heads by design, a note (`independent_text`), never a merge."""
+        if self.format == "django" or self.steps is None:
+            return ()
+        return independent(self.revisions, self.heads)
+
+    def independent_text(self) -> tuple[str, str]:
+        """(what the independent heads are, what to do: never a merge)."""
+        return independent_text(self.revisions, self.heads)
 
     def conflict_text(self) -> tuple[str, str]:
-        """(what is wrong, how to fix it) for `conflicts`."""
+        """(what is wrong, how to fix it) for `conflicts`: each fork merged on its own."""
         found = self.conflicts
         if self.format == "django":
             return (
@@ -106,9 +128,11 @@ class MigrationSet:
                 "would refuse them (conflicting migrations); merge them",
                 "python manage.py makemigrations --merge",
             )
+        groups = forks(self.revisions, self.heads)
         return (
-            f"{len(found)} heads: {', '.join(found)} — `upgrade head` would fail; merge them",
-            f"alembic merge -m 'merge heads' {' '.join(found)}",
+            f"{len(found)} heads forked from a common ancestor: {', '.join(found)} — "
+            "`upgrade head` would fail; merge them",
+            "; ".join(f"alembic merge -m 'merge heads' {' '.join(g)}" for g in groups),
         )
 
     def get(self, revision: str) -> Revision:
@@ -143,6 +167,14 @@ class MigrationSet:
                 return candidate
         raise UsageError(f"--to takes a revision of {self.root} ({self.span}) or head, got {to!r}")
 
+    def placed(self, to: str | None, current: str | None) -> str | None:
+        """`--to` for a database at `current`, made absolute (the same argument when the
+        format has no relative targets, or it is not one): a relative target is placed
+        once, before the run, so a run started again after a lock timeout does not count
+        again from where the first one stopped."""
+        self.refuse_unknown(current)
+        return to if self.place is None else self.place(to, current)
+
     def at_head(self, at: str | None, to: str | None = None) -> bool:
         """Whether a database at `at` is at `to` (default: the head). A Django database's
         state is every migration it has applied, not a position: there when nothing is
@@ -157,6 +189,7 @@ class MigrationSet:
     def pending(self, current: str | None, to: str | None = None) -> list[Revision]:
         """The revisions after `current` (None: nothing applied) up to `to` (default head)."""
         target = self.resolve(to)
+        self.refuse_unknown(current)
         if target is None:
             return []
         if self.steps is not None:
@@ -172,6 +205,22 @@ class MigrationSet:
             )
         start = 0 if current is None else ids.index(current) + 1
         return list(self.revisions[start:stop])
+
+    def refuse_unknown(self, state: str | None) -> None:
+        """A database whose version rows name revisions the set does not hold cannot be
+        placed: refused naming them, whatever the set holds (not "nothing to do", nor
+        Alembic's first unlocatable id alone). Formats that order any version (Temporal,
+        sqldir: `order`) and Django's applied sets (apps the project no longer has) place
+        such a state themselves."""
+        if self.order is not None or self.format == "django":
+            return
+        unknown = [h for h in heads_of(state) if h not in self.ids]
+        if unknown:
+            raise UnknownRevisions(
+                f"the database's version rows name {', '.join(unknown)}, which {self.root} "
+                f"does not hold ({self.span}): it cannot be placed in this set (another "
+                "branch of the code, or a set of another project?)"
+            )
 
 
 def heads_of(state: str | None) -> tuple[str, ...]:

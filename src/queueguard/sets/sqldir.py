@@ -4,7 +4,9 @@ Accepted names (the conventions of the tools that write such folders):
 - numeric or timestamp prefixes: `001_create.sql`, `20240105120000_add_index.sql`;
 - Flyway versioned files: `V1__init.sql`, `V1.1__more.sql`, `V2_1__x.sql` (`_` in a version
   is a dot); repeatable (`R__`) and undo (`U1__`) files are refused: they are not a line;
-- golang-migrate: `000001_init.up.sql`, with `.down.sql` files ignored.
+- golang-migrate: `000001_init.up.sql`, with `.down.sql` files ignored;
+- goose and dbmate files (`00001_init.sql`, `20240105120000_init.sql`), which hold both
+  directions: read by their markers, the up section only (`sql_markers`).
 A revision's id is its version as written (`001`, `1.1`, `20240105120000`); versions compare
 as numbers, part by part, so `2` comes before `10`.
 """
@@ -20,7 +22,7 @@ import psycopg
 
 from queueguard.errors import UsageError
 from queueguard.pg.sqlfiles import queries
-from queueguard.sets import split
+from queueguard.sets import sql_markers
 from queueguard.sets.model import MigrationSet, Revision
 
 Q = queries("queueguard.sets", "sqldir.sql")
@@ -78,6 +80,8 @@ def load(root: Path) -> MigrationSet:
     for key in sorted(found):
         version, title, path = found[key]
         raw = path.read_bytes()
+        # goose and dbmate files hold both directions: their up section only
+        read = sql_markers.read(raw.decode("utf-8"), str(path))
         revisions.append(
             Revision(
                 id=version,
@@ -85,7 +89,8 @@ def load(root: Path) -> MigrationSet:
                 title=title or path.name,
                 files=(path,),
                 checksum=hashlib.sha256(raw).hexdigest(),
-                statements=tuple(split.split(raw.decode("utf-8"), source=str(path))),
+                statements=tuple(read.statements),
+                native=read.native,
             )
         )
         down = version

@@ -7,6 +7,7 @@ second database kept at the same revision and timed by the runner. SQL revisions
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from pathlib import Path
 
@@ -57,6 +58,49 @@ def _cannot_start_empty(rev: Revision, exc: QueueguardError, mset: MigrationSet)
     )
 
 
+def _from_elsewhere(exc: QueueguardError, mset: MigrationSet) -> str | None:
+    """The --base line for a later revision failing on a relation no revision of the set
+    creates (Galaxy's first revision is empty: its second fails on `workflow`)."""
+    if getattr(exc, "sqlstate", None) not in _NEEDS_A_BASE:
+        return None
+    missing = _MISSING_RELATION.search(str(exc))
+    if missing is None or _created(mset, missing["name"]):
+        return None
+    return (
+        f"no revision of the set creates {missing['name']}: it comes from elsewhere (the "
+        "application's create_all()?), which must make it before the revisions run: give "
+        "it with --base FILE"
+    )
+
+
+#: PostgreSQL's undefined_table message, the relation's name as the statement spelt it
+_MISSING_RELATION = re.compile(r'relation "(?:[^".]+\.)?(?P<name>[^"]+)" does not exist')
+
+
+def _created(mset: MigrationSet, name: str) -> bool:
+    """Whether a revision of the set creates relation `name`, read from its SQL or, for a
+    Python revision, its file (`op.create_table("name"`, or CREATE … name in its SQL)."""
+    quoted = re.escape(name)
+    pattern = re.compile(
+        rf"create_table\(\s*['\"]{quoted}['\"]|"
+        rf"\bCREATE\s+(?:[A-Z]+\s+)*(?:TABLE|VIEW)\s+(?:IF\s+NOT\s+EXISTS\s+)?"
+        rf"(?:[\w\"]+\.)?\"?{quoted}\"?(?![\w])",
+        re.IGNORECASE,
+    )
+    for rev in mset.revisions:
+        texts = rev.statements or [_text(path) for path in rev.files]
+        if any(pattern.search(text) for text in texts):
+            return True
+    return False
+
+
+def _text(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):  # unreadable: said to create nothing
+        return ""
+
+
 def run_chain(
     mset: MigrationSet,
     chain: str,
@@ -103,8 +147,10 @@ def _chain_failed(
     if empty is not None:
         report.checks.append(Check("chain", False, empty))
     else:
+        elsewhere = None if based else _from_elsewhere(exc, mset)
+        problems = [str(exc)] + ([elsewhere] if elsewhere else [])
         report.checks.append(
-            Check("chain", False, f"revision {rev.id} did not apply", problems=[str(exc)])
+            Check("chain", False, f"revision {rev.id} did not apply", problems=problems)
         )
     return False
 

@@ -81,7 +81,7 @@ def verify(
     head = mset.resolve(None)  # a set at several heads: all of them (`model.state_of`)
     report = SetVerifyReport(mset.format, str(mset.root), head)
     leave_out = _leave_out(mset)
-    if mset.conflicts:
+    if mset.conflicts or mset.independent:
         report.checks.append(heads_check(mset))
     with ScratchDatabases(admin_dsn, prefix="qgverify") as scratch:
         try:
@@ -120,11 +120,19 @@ def verify(
 
 
 def heads_check(mset: MigrationSet) -> Check:
-    """A set with several heads fails: two heads pass CI and then `upgrade head` fails at
-    the deploy (or a tool that applies one head leaves the other's revisions out)."""
+    """Several heads judged by what they are: a fork from a common ancestor nobody merged
+    fails (two heads pass CI and then `upgrade head` fails at the deploy, or a tool that
+    applies one head leaves the other's revisions out); heads that each end a history of
+    their own (independent labelled bases) pass, said as a note — merging them is wrong."""
+    notes = []
+    if mset.independent:
+        what, advice = mset.independent_text()
+        notes.append(f"{what} ({advice})")
+    if not mset.conflicts:
+        return Check("heads", True, "independent histories, no fork to merge", notes=notes)
     problem, fix = mset.conflict_text()
     fix = fix.replace(" -m 'merge heads'", "")
-    return Check("heads", False, f"{problem} ({fix})")
+    return Check("heads", False, f"{problem} ({fix})", notes=notes)
 
 
 def _drop_together(scratch: ScratchDatabases) -> None:

@@ -18,6 +18,7 @@ from queueguard.errors import UsageError
 from queueguard.pg.sqlfiles import parse_named
 from queueguard.report.units import duration_s
 from queueguard.sets import MigrationSet
+from queueguard.sets.model import heads_of, one_revision
 
 #: what separates a fixture's revision from its name: `0.2--two-kennels.sql`
 FIXTURE_SEPARATOR = "--"
@@ -116,7 +117,9 @@ class SetVerifyReport:
             "schemaVersion": 1,
             "format": self.format,
             "migrations": self.root,
-            "head": self.head,
+            # one revision, null at several heads; `heads` says which (as plan and status)
+            "head": one_revision(self.head),
+            "heads": list(heads_of(self.head)),
             "ok": self.ok,
             "elapsed_ms": self.elapsed_ms,
             "revisions": [r.document() for r in self.revisions],

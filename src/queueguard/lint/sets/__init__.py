@@ -260,7 +260,7 @@ def lint_set(
         if (entry := _flag(key, grouped.get(key, []), observed.get(key), found)) is not None
         and entry.path.resolve() in wanted
     ]
-    if mset.conflicts and only is None:
+    if (mset.conflicts or mset.independent) and only is None:
         flagged.insert(0, _multiple_heads(mset))
     return SetLintReport(
         format=mset.format,
@@ -275,14 +275,21 @@ def lint_set(
 
 
 def _multiple_heads(mset: MigrationSet) -> Flagged:
-    """A set with several heads, said at the last head's file: two heads pass CI, then
-    `alembic upgrade head` fails at the deploy (a tool that applies one head leaves the
-    other's revisions out)."""
-    head = mset.get(mset.conflicts[-1])
+    """A set with several heads, said at the last head's file: a fork nobody merged fails
+    (two heads pass CI, then `alembic upgrade head` fails at the deploy; a tool that applies
+    one head leaves the other's revisions out); heads that each end an independent history
+    (labelled bases of their own) are a note whose advice never merges them."""
+    if mset.conflicts:
+        head = mset.get(mset.conflicts[-1])
+        cost, fix = mset.conflict_text()
+        tier = rank.Tier.FAILS
+    else:
+        head = mset.get(mset.independent[-1])
+        cost, fix = mset.independent_text()
+        tier = rank.Tier.NOTE
     path = head.files[0].resolve()
-    cost, fix = mset.conflict_text()
     finding = Finding("migration.multiple_heads", path, 1, 1, cost, fix)
-    return Flagged(head.id, -1, path, 1, 1, "", (finding,), finding, rank.Tier.FAILS, cost)
+    return Flagged(head.id, -1, path, 1, 1, "", (finding,), finding, tier, cost)
 
 
 def _flag(
