@@ -14,7 +14,7 @@ import pytest
 from queueguard.cli import main
 from queueguard.errors import UsageError
 from queueguard.sets import sqldir
-from queueguard.sets.sql_markers import NO_TRANSACTION, read
+from queueguard.sets.sql_markers import NO_TRANSACTION, read, up_text
 
 GOOSE_1 = """-- +goose Up
 CREATE TABLE pet (id int PRIMARY KEY, name text);
@@ -126,3 +126,30 @@ def test_a_folder_upgrades_to_its_up_sections_never_its_down_ones(
     assert code == 0, capsys.readouterr().err
     with psycopg.connect(dsn) as conn:
         assert conn.execute(kept).fetchone() == query
+
+
+@pytest.mark.parametrize(
+    "files",
+    [
+        {"00001_pet.sql": GOOSE_1, "00002_age.sql": GOOSE_2},
+        {"20240105120000_owner.sql": DBMATE_1},
+    ],
+)
+def test_lint_reads_the_up_sections_alone_at_their_own_lines(
+    tmp_path: Path, files: dict[str, str]
+) -> None:
+    """squawk is given the up section with every other line blanked: no finding for a
+    statement the upgrade never runs (the down sections' DROPs), and a finding keeps its
+    line in the file."""
+    from queueguard import sets
+    from queueguard.lint.sets import lint_set
+
+    for name, text in files.items():
+        (tmp_path / name).write_text(text)
+    report = lint_set(sets.load(tmp_path))
+    codes = {s.code for s in report.flagged} | {c for s in report.flagged for c in s.suppressed}
+    assert not any("drop" in str(code) for code in codes), codes
+    for text in files.values():
+        up = up_text(text)
+        assert len(up.splitlines()) == len(text.splitlines())
+        assert "DROP" not in up and "CREATE" in up and "+goose" not in up and "migrate:" not in up

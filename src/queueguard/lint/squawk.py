@@ -101,8 +101,12 @@ def run(files: Sequence[SqlFile], binary: Path | None = None) -> list[Finding]:
         for i, file in enumerate(files):
             target = file.path
             # a defused copy, or SQL that is not the file's own text (an Alembic revision's
-            # rendered SQL stands for its .py file)
-            if _SQUAWK_IGNORE.search(file.text) or file.path.suffix != ".sql":
+            # rendered SQL stands for its .py file; a goose or dbmate file's up section alone)
+            if (
+                _SQUAWK_IGNORE.search(file.text)
+                or file.path.suffix != ".sql"
+                or file.text != file.path.read_text(encoding="utf-8")
+            ):
                 target = Path(scratch) / f"{i}_{file.path.stem}.sql"
                 target.write_text(_SQUAWK_IGNORE.sub("squawk-defuse", file.text), "utf-8")
             by_path[str(target)] = file.path

@@ -39,6 +39,36 @@ def read(text: str, source: str) -> Read:
     return Read(split.split(text, source=source))
 
 
+def up_text(text: str) -> str:
+    """The file as its up section alone: every other line (the markers, the down section)
+    blanked, so a line keeps its number (what `lint` gives squawk: a finding in the down
+    section would name a statement the upgrade never runs)."""
+    lines = text.splitlines(keepends=True)
+    if any(_GOOSE.match(line) for line in lines):
+        section = None
+        kept = []
+        for line in lines:
+            marker = _GOOSE.match(line)
+            if marker and marker["directive"] in ("Up", "Down"):
+                section = marker["directive"]
+            kept.append(line if section == "Up" and not marker else _blank(line))
+        return "".join(kept)
+    if any(_DBMATE.match(line) for line in lines):
+        inside = False
+        kept = []
+        for line in lines:
+            marker = _DBMATE.match(line)
+            if marker:
+                inside = marker["direction"] == "up"
+            kept.append(line if inside and not marker else _blank(line))
+        return "".join(kept)
+    return text
+
+
+def _blank(line: str) -> str:
+    return "\n" if line.endswith("\n") else ""
+
+
 def _refuse(source: str, tool: str, problem: str) -> UsageError:
     return UsageError(f"{source}: a {tool} migration ({problem}); not applied whole")
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +25,7 @@ from queueguard.lint.model import Finding, SqlFile
 from queueguard.lint.sets import rank
 from queueguard.lint.sets.report import Flagged, SetLintReport
 from queueguard.lint.sets.statements import Located, containing, locate, server_text
-from queueguard.sets import MigrationSet, Revision
+from queueguard.sets import MigrationSet, Revision, sql_markers
 from queueguard.sets.split import split
 
 __all__ = ["SetLintReport", "detect_set", "lint_set", "set_of_file"]
@@ -85,10 +86,12 @@ def _paths(revision: Revision, root: Path) -> list[Path]:
 
 
 def _read(path: Path) -> SqlFile:
+    """A file as the upgrade reads it: a goose or dbmate file's up section alone."""
     try:
-        return SqlFile.read(path, "migration")
+        found = SqlFile.read(path, "migration")
     except (OSError, UnicodeDecodeError) as exc:
         raise QueueguardError(f"lint: cannot read {path}: {exc}") from None
+    return replace(found, text=sql_markers.up_text(found.text))
 
 
 Key = tuple[str, int]  # (revision, statement index in it)
