@@ -23,7 +23,6 @@ from typing import Any, TypeVar
 import psycopg
 import sqlalchemy as sa
 from alembic import command
-from alembic.script import ScriptDirectory
 
 from queueguard import revisions
 from queueguard.engine import topology
@@ -143,12 +142,7 @@ def upgrade(
             return report
         pending = migrations.pending(before, target)
         fencing = [r for r in pending if r.fences_older_hosts]
-        if fencing and not force:
-            _refuse_older_hosts(conn, target, max(r.protocol or 0 for r in fencing))
-        if fencing:
-            why = _read(conn, lambda raw, cursor: topology.pooler(raw, cursor, pooled))
-            if why is not None:
-                report.warnings.append(f"through a pooler ({why}): {topology.POOLER_BLIND}")
+        _guard_the_fence(conn, fencing, target, force, pooled, report)
         if state.versions is None:
             _create_version_table(conn, runner_wait_s)
         for revision in pending:
@@ -257,6 +251,24 @@ def _refuse_unknown(state: schema.SchemaState, migrations: SetFacts) -> None:
         )
 
 
+def _guard_the_fence(
+    conn: sa.Connection,
+    fencing: list[revisions.RevisionFacts],
+    target: str,
+    force: bool,
+    pooled: bool,
+    report: UpgradeReport,
+) -> None:
+    """Before revisions that fence older hosts: refuse while such hosts are connected (unless
+    forced), and warn when a pooler in between hides them from the check."""
+    if fencing and not force:
+        _refuse_older_hosts(conn, target, max(r.protocol or 0 for r in fencing))
+    if fencing:
+        why = _read(conn, lambda raw, cursor: topology.pooler(raw, cursor, pooled))
+        if why is not None:
+            report.warnings.append(f"through a pooler ({why}): {topology.POOLER_BLIND}")
+
+
 def _refuse_older_hosts(conn: sa.Connection, target: str, protocol: int) -> None:
     """Refuse while hosts below `protocol` are connected (preflight's runtime.older_hosts)."""
     hosts = _read(
@@ -334,7 +346,3 @@ def _apply_with_retries(
         attempt, lock_timeout_ms, retries, give_up=give_up, waited=waited,
         lock_wait=lambda exc: "" if _is_lock_timeout(exc) else None,
     )  # fmt: skip
-
-
-def script_heads(migrations: SetFacts | None = None) -> list[str]:
-    return list(ScriptDirectory.from_config(config(migrations)).get_heads())
