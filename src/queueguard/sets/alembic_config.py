@@ -14,7 +14,14 @@ from alembic.script import ScriptDirectory
 from alembic.util import CommandError
 
 from queueguard.errors import UsageError
-from queueguard.sets.alembic_detect import INI, _ini_script_location, _is_script_dir
+from queueguard.sets.alembic_detect import (
+    INI,
+    PYPROJECT,
+    _ini_script_location,
+    _is_script_dir,
+    _toml_script_location,
+    config_script_location,
+)
 from queueguard.sets.alembic_dsn import sqlalchemy_url
 
 
@@ -24,30 +31,33 @@ def _names(ini: Path, folder: Path) -> bool:
     return location is not None and location.resolve() == folder
 
 
-def _locate(root: Path) -> tuple[Path, Path | None]:
-    """(script directory, alembic.ini or None) of a project folder.
+def _locate(root: Path) -> tuple[Path, Path | None, Path | None]:
+    """(script directory, alembic.ini or None, pyproject.toml with `[tool.alembic]` or None)
+    of a project folder.
 
     A folder holding env.py and versions/ *is* the script directory, whatever an ini's
     script_location says: an application installed as a package ships its alembic.ini
     inside that folder with a script_location relative to wherever it was built (it sets
     the real one in code), so the ini is read for its other options only. Its ini is the
     one inside it, else the one in its parent folder (`alembic init`'s layout) when that
-    ini names it; none at all works too."""
+    ini names it; none at all works too. A folder without an ini may hold its options in
+    pyproject.toml (`alembic init --template pyproject`)."""
     root = root.resolve()
     if _is_script_dir(root):
         inside, parent = root / INI, root.parent / INI
         if inside.is_file():
-            return root, inside
-        return root, parent if parent.is_file() and _names(parent, root) else None
-    ini = root / INI
-    if ini.is_file():
-        location = _ini_script_location(ini)
-        if location is None:
-            raise UsageError(f"{ini} names no script_location")
-        if not _is_script_dir(location):
-            raise UsageError(f"{ini}: script_location {location} is not an Alembic folder")
-        return location.resolve(), ini
-    raise UsageError(f"{root} is not an Alembic project (no env.py and versions/)")
+            return root, inside, None
+        return root, parent if parent.is_file() and _names(parent, root) else None, None
+    ini, pyproject = root / INI, root / PYPROJECT
+    location, named = config_script_location(root)
+    if named is None:
+        raise UsageError(f"{root} is not an Alembic project (no env.py and versions/)")
+    if location is None:
+        raise UsageError(f"{named} names no script_location")
+    if not _is_script_dir(location):
+        raise UsageError(f"{named}: script_location {location} is not an Alembic folder")
+    toml = pyproject if pyproject.is_file() and _toml_script_location(pyproject) else None
+    return location.resolve(), ini if ini.is_file() else None, toml
 
 
 def ini_value(url: sa.URL) -> str:
@@ -100,10 +110,15 @@ def config(root: Path, dsn: str | None, **attributes: Any) -> Config:
     absolute, sqlalchemy.url the target (`postgresql+psycopg://`; a bare placeholder when
     `dsn` is None). `attributes` go to `config.attributes`, e.g. `connection=` a live
     SQLAlchemy Connection for an env.py that takes one (Alembic's cookbook recipe)."""
-    script_dir, ini = _locate(root)
+    script_dir, ini, toml = _locate(root)
     # Alembic's own messages go to a buffer, not sys.stdout (as upgrade.alembic_config does).
-    here = ini.parent if ini is not None else script_dir
-    cfg = _Anchored(here, file_=str(ini) if ini else None, stdout=io.StringIO())
+    here = next((f.parent for f in (ini, toml) if f is not None), script_dir)
+    cfg = _Anchored(
+        here,
+        file_=str(ini) if ini else None,
+        toml_file=str(toml) if toml else None,
+        stdout=io.StringIO(),
+    )
     cfg.set_main_option("script_location", str(script_dir))
     url = sqlalchemy_url(dsn) if dsn is not None else sa.URL.create("postgresql+psycopg")
     cfg.set_main_option("sqlalchemy.url", ini_value(url))
