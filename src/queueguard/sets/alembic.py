@@ -51,6 +51,7 @@ from queueguard.sets.alembic_version_table import (
 )
 from queueguard.sets.heads import LABELS
 from queueguard.sets.model import MigrationSet, Revision, heads_of, state_of
+from queueguard.sets.project_code import said
 
 __all__ = [
     "DEFAULT_VERSION_TABLE",
@@ -84,6 +85,8 @@ def _ordered(script: ScriptDirectory, where: Path) -> list[Script]:
         return [step.revision for step in script._upgrade_revs("heads", ())]  # type: ignore[arg-type]
     except CommandError as exc:
         raise UsageError(f"{where}: {exc}") from None
+    except Exception as exc:  # a revision file that does not compile or import
+        raise UsageError(f"{where}: a revision does not load: {said(exc, where)}") from exc
 
 
 def _revision(script: Script, children: dict[str, int]) -> Revision:

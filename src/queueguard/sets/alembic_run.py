@@ -25,7 +25,7 @@ from alembic.runtime.environment import EnvironmentContext
 from alembic.runtime.migration import MigrationContext, MigrationInfo
 from alembic.util import CommandError, to_tuple
 
-from queueguard.errors import MigrationError, UsageError
+from queueguard.errors import MigrationError, QueueguardError, UsageError
 from queueguard.pg.connect import reason as driver_reason
 from queueguard.sets.alembic_config import _script_directory, config
 from queueguard.sets.alembic_dsn import _connected, with_options
@@ -34,6 +34,7 @@ from queueguard.sets.alembic_tap import Around, OnCommit, tapped
 from queueguard.sets.alembic_version_table import DEFAULT_VERSION_TABLE, VersionTable
 from queueguard.sets.alembic_version_table import is_bookkeeping as _is_bookkeeping
 from queueguard.sets.model import MigrationSet, heads_of, state_of
+from queueguard.sets.project_code import said
 
 #: session settings the driver sends (SQLAlchemy reads the isolation level on entering
 #: autocommit_block()): not a revision's statements
@@ -156,7 +157,11 @@ _NEEDS_A_BASE = frozenset({"42P01", "42703", "42704", "42883", "3F000"})
 
 
 def _failure(
-    outcome: Outcome, exc: BaseException, root: object, first: str | None = None
+    outcome: Outcome,
+    exc: BaseException,
+    root: object,
+    first: str | None = None,
+    reason: str | None = None,
 ) -> MigrationError:
     """The failed revision, what it sent last and what of it stays: as the SQL formats
     say it. Statements it ran in autocommit_block() committed (and, on entering the block,
@@ -186,7 +191,8 @@ def _failure(
             "the application itself (its create_all() or first start), which must make them "
             "before the revisions run (verify takes them with --base FILE)"
         )
-    error = MigrationError(f"revision {revision} failed ({driver_reason(exc)}); {kept}{text}")
+    reason = reason or driver_reason(exc)
+    error = MigrationError(f"revision {revision} failed ({reason}); {kept}{text}")
     error.sqlstate = sqlstate
     return error
 
@@ -251,4 +257,12 @@ def upgrade(
             raise _failure(outcome, exc.orig or exc, mset.root, first) from exc
         except psycopg.Error as exc:  # sent through the DBAPI cursor itself
             raise _failure(outcome, exc, mset.root, first) from exc
+        except QueueguardError:
+            raise
+        except Exception as exc:  # the project's own code: env.py or a revision
+            if outcome.running is None:
+                raise UsageError(
+                    f"{mset.root}: env.py failed before any revision: {said(exc, mset.root)}"
+                ) from exc
+            raise _failure(outcome, exc, mset.root, first, said(exc, mset.root)) from exc
     return outcome

@@ -15,12 +15,12 @@ from alembic.runtime.environment import EnvironmentContext
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 
-from queueguard.errors import UsageError
-from queueguard.pg.dsn import redact
+from queueguard.errors import QueueguardError, UsageError
 from queueguard.sets.alembic_config import _script_directory, config
 from queueguard.sets.alembic_dsn import READ_ONLY, _connected, with_options
 from queueguard.sets.alembic_env import _alembic_running
 from queueguard.sets.model import state_of
+from queueguard.sets.project_code import said
 
 DEFAULT_VERSION_TABLE = "alembic_version"
 
@@ -72,13 +72,16 @@ def version_table(root: Path, dsn: str | None = None) -> VersionTable:
         if dsn is None:
             raise UsageError(
                 f"{root}: cannot learn the version table, env.py failed in offline mode "
-                f"({type(offline).__name__}: {redact(str(offline))}); give a database "
-                "(--dsn) to learn it there, read only"
+                f"({said(offline, root)}); give a database (--dsn) to learn it there, read only"
             ) from offline
     with _connected(dsn, READ_ONLY) as connection:
         cfg = config(root, with_options(dsn, READ_ONLY), connection=connection)
         try:
             return _configured_table(cfg, script, as_sql=False)
+        except QueueguardError:
+            raise
+        except Exception as exc:  # the project's env.py
+            raise UsageError(f"{root}: env.py failed: {said(exc, root)}") from exc
         finally:
             connection.rollback()
 
