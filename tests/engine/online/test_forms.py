@@ -18,7 +18,8 @@ import pytest
 from bench.engine.online import LockSampler
 from queueguard import sets
 from queueguard.cli import main
-from queueguard.engine.apply import progress, runner
+from queueguard.engine.apply import in_flight as runner
+from queueguard.engine.apply import progress
 from queueguard.engine.apply.runner import upgrade
 from queueguard.engine.apply.session import Limits
 from queueguard.engine.online import abort, choose, index, proof

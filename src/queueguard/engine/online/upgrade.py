@@ -21,7 +21,7 @@ from typing import Any
 
 from pglast import ast
 
-from queueguard.engine.apply import progress, runner
+from queueguard.engine.apply import in_flight, progress, runner
 from queueguard.engine.apply.report import UpgradeReport
 from queueguard.engine.apply.session import Limits
 from queueguard.engine.online import apply, choose, orphans, plain_side, proof
@@ -332,7 +332,7 @@ def settle(
     set as a rerun must run it, and the statements a killed run left part applied."""
     mset = as_resumed(mset, dsn)
     orphans.settle(dsn, tell)
-    finished = runner.finish_in_flight(mset, dsn, limits, options or {})
+    finished = in_flight.finish_in_flight(mset, dsn, limits, options or {})
     if finished:
         tell(f"finished statement {finished} that a previous run left in flight")
     return mset, _start(mset, dsn)
