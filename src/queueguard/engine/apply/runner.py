@@ -35,6 +35,7 @@ import psycopg
 
 from queueguard.engine import topology
 from queueguard.engine.apply import bookkeeping, half_applied, outside, progress
+from queueguard.engine.apply.guards import Guards
 from queueguard.engine.apply.in_flight import online_statement, with_flight
 from queueguard.engine.apply.ladder import climb
 from queueguard.engine.apply.report import Step, UpgradeReport
@@ -58,6 +59,7 @@ def upgrade(
     online: OnlinePlan | None = None,
     stop: Callable[[], bool] | None = None,
     cancelled: threading.Event | None = None,
+    guards: Guards | None = None,
 ) -> UpgradeReport:
     """Bring the database at `dsn` to `to` (default head) of the set; see the module doc.
     `online`: the statements that run in online forms instead (`upgrade --online`); the
@@ -65,13 +67,21 @@ def upgrade(
     `stop`: asked before each revision of a SQL set after the first; True ends the upgrade
     there, at the revision before (`fleet`: a stopped run, a signal). `cancelled`: set, the
     statement running is cancelled (`fleet`: a lost lease; Django's runner is stopped, its
-    migration rolled back)."""
+    migration rolled back). `guards`: what the set's owner refuses and adds around the
+    revisions (`apply.guards`; queueguard's own set is upgraded with its own)."""
     limits = limits or Limits()
-    if limits.lock_timeout_ms < 1:
-        raise UsageError(f"--lock-timeout must be at least 1ms, got {limits.lock_timeout_ms} ms")
     if limits.retries < 0:
         raise UsageError(f"--retries takes a number of retries >= 0, got {limits.retries}")
+    if limits.lock_timeout_ms < 1:  # PostgreSQL reads 0 as "no timeout": writers could wait
+        raise UsageError(f"--lock-timeout must be at least 1ms, got {limits.lock_timeout_ms} ms")
     target = mset.resolve(to)
+    if mset.format == "queueguard":  # revisions that take the runner lock themselves
+        from queueguard.engine.formats.alembic import per_revision
+
+        if guards is None:
+            raise UsageError("queueguard's own set is upgraded with its guards")
+        guards.check_files()
+        return per_revision.upgrade(mset, dsn, target, limits, guards)
     if mset.format == "django":  # Django's own migrate, with queueguard's gates
         from queueguard.engine.formats.django import runner as django_upgrade
 
