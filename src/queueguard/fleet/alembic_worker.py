@@ -87,23 +87,18 @@ def _upgrade(
     chosen = Limits(**limits)
     if mset.format == "queueguard":
         from queueguard import revisions
-        from queueguard.engine.plan.sample import read_only
         from queueguard.queue_schema import runner
-        from queueguard.sets import alembic_version_table
 
-        with read_only(dsn) as conn:
-            before = alembic_version_table.read(conn, mset.version_table or "queueguard_version")
-        own = runner.upgrade(
+        report = runner.upgrade(
             dsn, to=to or "head", lock_timeout_ms=chosen.lock_timeout_ms,
             statement_timeout_ms=chosen.statement_timeout_ms, retries=chosen.retries,
             progress=False, migrations=revisions.load(Path(root)),
             runner_wait_s=chosen.runner_wait_s,
         )  # fmt: skip
-        return {"before": before, "after": own.after, "applied": list(own.applied),
-                "lock_waits": own.lock_waits}  # fmt: skip
-    from queueguard.engine.apply.runner import upgrade
+    else:
+        from queueguard.engine.apply.runner import upgrade
 
-    report = upgrade(mset, dsn, to=to, limits=chosen)
+        report = upgrade(mset, dsn, to=to, limits=chosen)
     return {"before": report.before, "after": report.after, "applied": list(report.applied),
             "lock_waits": report.lock_waits}  # fmt: skip
 

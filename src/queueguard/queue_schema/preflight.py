@@ -272,7 +272,7 @@ def _on_standby(cur: Cursor, limits: Limits) -> list[Finding]:
 
 def _rollout(cur: Cursor, limits: Limits) -> list[Finding]:
     """rollout.in_progress: an online upgrade holds the database in its protocol window."""
-    from queueguard.queue_schema.runner import rollout
+    from queueguard.queue_schema.guards import rollout
 
     found, failure = guarded(cur, revisions.ROLLOUT_TABLE, limits, lambda: rollout(cur))
     if failure is not None:

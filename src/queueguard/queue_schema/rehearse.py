@@ -21,7 +21,8 @@ from queueguard.engine.rehearse import rehearsal
 from queueguard.errors import RolloutInProgress
 from queueguard.pg.connect import connection
 from queueguard.queue_schema import state
-from queueguard.queue_schema.runner import rollout, upgrade
+from queueguard.queue_schema.guards import rollout
+from queueguard.queue_schema.runner import upgrade
 from queueguard.report.units import count, duration_ms
 from queueguard.revisions import SetFacts
 from queueguard.snapshot.relocation import UNVERSIONED, directives

@@ -1,7 +1,7 @@
-"""A statement the runner runs in its online forms (`upgrade --online`), and the one a
-killed run left in flight: finished with the forms it was begun with, never planned again
-(its half-done state is on the target). The runner lock is held at session level across the
-statement's transactions, so a second runner waits, then finds it done."""
+"""The online path's part of the runner (`upgrade --online`): a statement run in its online
+forms (`online_statement`, across transactions of its own under the session-level runner
+lock), and the statement a killed run left in flight, finished the way it began
+(`finish_in_flight`, `with_flight`). Kept apart so the runner reads as the offline path."""
 
 from __future__ import annotations
 
@@ -46,8 +46,8 @@ def finish_in_flight(
         statements = rev.statements or ()
         last = max(i for i, s in enumerate(statements) if not is_transaction_control(s))
         found = (online_apply.decode(forms), step)
-        with _recorded(mset, dsn, revision) as view:
-            run_online(
+        with recorded(mset, dsn, revision) as view:
+            online_statement(
                 conn,
                 view,
                 view.get(revision),
@@ -66,7 +66,7 @@ def finish_in_flight(
 
 
 @contextmanager
-def _recorded(mset: MigrationSet, dsn: str, revision: str) -> Iterator[MigrationSet]:
+def recorded(mset: MigrationSet, dsn: str, revision: str) -> Iterator[MigrationSet]:
     """The set, a Django migration run as SQL given its fake path (see `django_online`)."""
     if mset.format != "django":
         yield mset
@@ -92,7 +92,7 @@ def with_flight(conn: psycopg.Connection[Any], online: OnlinePlan | None) -> Onl
     return OnlinePlan(base.forms, base.options, (revision, index, online_apply.decode(forms), step))
 
 
-def run_online(
+def online_statement(
     conn: psycopg.Connection[Any],
     mset: MigrationSet,
     rev: Revision,

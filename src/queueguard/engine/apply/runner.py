@@ -18,9 +18,10 @@ SQL formats (temporal, sqldir), per revision:
   recorded statement; an invalid index a failed concurrent build left is dropped and built
   again.
 
-Alembic projects run through their own env.py (`alembic_runner`). The parts: `session`
-(limits, the runner lock, a lost server), `progress` (queueguard_progress), `outside`
-(a statement alone, outside a transaction), `report` (what ran).
+Alembic projects run through their own env.py (`formats/alembic/runner`). The parts:
+`session` (limits, the runner lock, a lost server), `progress` (queueguard_progress),
+`outside` (a statement alone, outside a transaction), `in_flight` (a statement in its online
+forms), `report` (what ran).
 """
 
 from __future__ import annotations
@@ -33,16 +34,12 @@ from typing import TYPE_CHECKING, Any
 import psycopg
 
 from queueguard.engine import topology
-from queueguard.engine.apply import bookkeeping, half_applied, in_flight, outside, progress
+from queueguard.engine.apply import bookkeeping, half_applied, outside, progress
+from queueguard.engine.apply.guards import Guards
+from queueguard.engine.apply.in_flight import online_statement, with_flight
 from queueguard.engine.apply.ladder import climb
 from queueguard.engine.apply.report import Step, UpgradeReport
-from queueguard.engine.apply.session import (
-    APPLICATION_NAME,
-    Limits,
-    begin,
-    online_name,
-    stopped,
-)
+from queueguard.engine.apply.session import APPLICATION_NAME, Limits, begin, online_name, stopped
 from queueguard.engine.plan.apply import code_of, first_line, is_transaction_control
 from queueguard.errors import LockTimeout, MigrationError, TamperedMigration, UsageError
 from queueguard.pg.connect import connect, connection_lost
@@ -62,6 +59,7 @@ def upgrade(
     online: OnlinePlan | None = None,
     stop: Callable[[], bool] | None = None,
     cancelled: threading.Event | None = None,
+    guards: Guards | None = None,
 ) -> UpgradeReport:
     """Bring the database at `dsn` to `to` (default head) of the set; see the module doc.
     `online`: the statements that run in online forms instead (`upgrade --online`); the
@@ -69,13 +67,21 @@ def upgrade(
     `stop`: asked before each revision of a SQL set after the first; True ends the upgrade
     there, at the revision before (`fleet`: a stopped run, a signal). `cancelled`: set, the
     statement running is cancelled (`fleet`: a lost lease; Django's runner is stopped, its
-    migration rolled back)."""
+    migration rolled back). `guards`: what the set's owner refuses and adds around the
+    revisions (`apply.guards`; queueguard's own set is upgraded with its own)."""
     limits = limits or Limits()
-    if limits.lock_timeout_ms < 1:
-        raise UsageError(f"--lock-timeout must be at least 1ms, got {limits.lock_timeout_ms} ms")
     if limits.retries < 0:
         raise UsageError(f"--retries takes a number of retries >= 0, got {limits.retries}")
+    if limits.lock_timeout_ms < 1:  # PostgreSQL reads 0 as "no timeout": writers could wait
+        raise UsageError(f"--lock-timeout must be at least 1ms, got {limits.lock_timeout_ms} ms")
     target = mset.resolve(to)
+    if mset.format == "queueguard":  # revisions that take the runner lock themselves
+        from queueguard.engine.formats.alembic import per_revision
+
+        if guards is None:
+            raise UsageError("queueguard's own set is upgraded with its guards")
+        guards.check_files()
+        return per_revision.upgrade(mset, dsn, target, limits, guards)
     if mset.format == "django":  # Django's own migrate, with queueguard's gates
         from queueguard.engine.formats.django import runner as django_upgrade
 
@@ -130,7 +136,7 @@ def _upgrade_sql(
             if changed:
                 raise TamperedMigration("; ".join(changed))
         in_progress = progress.read(conn)
-        online = in_flight.with_flight(conn, online)
+        online = with_flight(conn, online)
         report = UpgradeReport(mset.format, target, before)
         pending = mset.pending(before, target)
         if pending and pending[0].id not in in_progress:
@@ -243,7 +249,7 @@ def _attempt(
             progress.write(conn, rev, index, online_apply.encode(found[0]))
             _commit(conn, running, on_step)
             running = []
-            for step in in_flight.run_online(
+            for step in online_statement(
                 conn, mset, rev, previous, limits, index, index == last, found, online
             ):
                 _emit(step, on_step)
