@@ -16,6 +16,8 @@ from typing import TypeVar
 
 import psycopg
 
+from queueguard.errors import LockTimeout
+
 #: how long a runner waits for the runner lock another run holds
 RUNNER_WAIT_S = 30.0
 #: each retry waits a jittered RETRY_SLEEP_S × its number, then tries again with a
@@ -48,6 +50,15 @@ def ladder_s(lock_timeout_ms: int, retries: int) -> float:
 def ladder_pause(tries: int) -> float:
     """The pause before retry number `tries`: jittered, longer each time."""
     return random.uniform(*RETRY_SLEEP_S) * tries
+
+
+def gave_up(what: str, retries: int, timeout: int, kept: str) -> LockTimeout:
+    """The one wording of a ladder climbed to its top: what waited, how many attempts, the
+    last lock_timeout, and what of it stays (`kept`)."""
+    return LockTimeout(
+        f"{what}: could not get its locks after {retries + 1} attempts (last lock_timeout "
+        f"{timeout} ms); {kept}"
+    )
 
 
 def lock_not_available(exc: BaseException) -> object | None:

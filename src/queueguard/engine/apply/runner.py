@@ -37,11 +37,11 @@ from queueguard.engine import topology
 from queueguard.engine.apply import bookkeeping, half_applied, outside, progress
 from queueguard.engine.apply.guards import Guards
 from queueguard.engine.apply.in_flight import online_statement, with_flight
-from queueguard.engine.apply.ladder import climb
+from queueguard.engine.apply.ladder import climb, gave_up
 from queueguard.engine.apply.report import Step, UpgradeReport
 from queueguard.engine.apply.session import APPLICATION_NAME, Limits, begin, online_name, stopped
 from queueguard.engine.plan.apply import code_of, first_line, is_transaction_control
-from queueguard.errors import LockTimeout, MigrationError, TamperedMigration, UsageError
+from queueguard.errors import MigrationError, TamperedMigration, UsageError
 from queueguard.pg.connect import connect, connection_lost
 from queueguard.sets import MigrationSet, Revision, sqldir, temporal
 
@@ -200,10 +200,7 @@ def _apply(
             if resume
             else "nothing was changed"
         )
-        return LockTimeout(
-            f"revision {rev.id}: could not get its locks after {limits.retries + 1} "
-            f"attempts (last lock_timeout {timeout} ms); {kept}"
-        )
+        return gave_up(f"revision {rev.id}", limits.retries, timeout, kept)
 
     return climb(
         lambda timeout: _attempt(

@@ -31,7 +31,7 @@ from sqlalchemy.pool import NullPool
 from queueguard.engine import topology
 from queueguard.engine.apply import runner_lock
 from queueguard.engine.apply.guards import Guards
-from queueguard.engine.apply.ladder import climb
+from queueguard.engine.apply.ladder import climb, gave_up
 from queueguard.engine.apply.report import UpgradeReport
 from queueguard.engine.apply.session import APPLICATION_NAME, Limits, lost
 from queueguard.errors import (
@@ -212,10 +212,7 @@ def _apply(
         waits += 1
 
     def give_up(timeout: int, _exc: Exception) -> Exception:
-        return LockTimeout(
-            f"revision {revision}: could not get its locks after {limits.retries + 1} "
-            f"attempts (last lock_timeout {timeout} ms); nothing was changed"
-        )
+        return gave_up(f"revision {revision}", limits.retries, timeout, "nothing was changed")
 
     relocated = climb(
         attempt, limits.lock_timeout_ms, limits.retries, give_up=give_up, waited=waited,

@@ -12,10 +12,10 @@ from collections.abc import Callable
 
 import psycopg
 
-from queueguard.engine.apply.ladder import climb
+from queueguard.engine.apply.ladder import climb, gave_up
 from queueguard.engine.apply.report import Step, UpgradeReport
 from queueguard.engine.apply.session import Limits, runner_session
-from queueguard.errors import LockTimeout, MigrationError
+from queueguard.errors import MigrationError
 from queueguard.sets import MigrationSet
 from queueguard.sets import alembic as alembic_format
 from queueguard.sets.model import stretches
@@ -106,9 +106,8 @@ def _run(
         report.lock_waits += 1
 
     def give_up(timeout: int, _exc: Exception) -> Exception:
-        return LockTimeout(
-            f"revision {failing[0]}: could not get its locks after {limits.retries + 1} "
-            f"attempts (last lock_timeout {timeout} ms); its transaction rolled back"
+        return gave_up(
+            f"revision {failing[0]}", limits.retries, timeout, "its transaction rolled back"
         )
 
     climb(

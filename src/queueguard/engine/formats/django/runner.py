@@ -23,10 +23,10 @@ from contextlib import contextmanager
 from typing import Any
 
 from queueguard.engine.apply import progress
-from queueguard.engine.apply.ladder import climb, schedule
+from queueguard.engine.apply.ladder import climb, gave_up, schedule
 from queueguard.engine.apply.report import Step, UpgradeReport
 from queueguard.engine.apply.session import Limits, runner_session
-from queueguard.errors import HalfApplied, LockTimeout, MigrationError, UsageError
+from queueguard.errors import HalfApplied, MigrationError, UsageError
 from queueguard.pg.connect import connection
 from queueguard.sets import MigrationSet, Revision
 from queueguard.sets import django as django_format
@@ -167,10 +167,7 @@ def _run(
         report.lock_waits += 1
 
     def give_up(timeout: int, exc: Exception) -> Exception:
-        return LockTimeout(
-            f"migration {exc}: could not get its locks after {limits.retries + 1} attempts "
-            f"(last lock_timeout {timeout} ms); its transaction rolled back"
-        )
+        return gave_up(f"migration {exc}", limits.retries, timeout, "its transaction rolled back")
 
     climb(
         attempt, limits.lock_timeout_ms, limits.retries, give_up=give_up, waited=waited,
